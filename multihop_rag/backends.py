@@ -1,0 +1,267 @@
+"""Model specs -> LlamaIndex and LangChain objects, on Ollama or in-process llama.cpp.
+
+A spec is a string:
+
+- ``ollama:<model>``: a running Ollama server (``OLLAMA_HOST``, default 127.0.0.1:11434);
+- ``llamacpp:<alias or path.gguf>``: a GGUF model run in-process (aliases: :mod:`multihop_rag.bundled`);
+- for embeddings ``st:<alias or path>`` (sentence-transformers) or ``ollama:<model>``.
+
+With no spec, ``$MULTIHOP_RAG_LLM`` / ``$MULTIHOP_RAG_EMBED`` decide; failing those, Ollama is used
+when it answers and has the default model, else the embedded model. A missing server or model
+raises :class:`BackendError` whose message says how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.llms.llm import LLM
+
+from multihop_rag import bundled
+from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache
+
+__all__ = [
+    "BackendError",
+    "Spec",
+    "DEFAULT_OLLAMA_LLM",
+    "DEFAULT_OLLAMA_EMBED",
+    "parse_spec",
+    "resolve_llm_spec",
+    "resolve_embed_spec",
+    "ollama_host",
+    "ollama_models",
+    "llama_index_llm",
+    "chat_model",
+    "llama_index_embedding",
+    "langchain_embeddings",
+]
+
+DEFAULT_OLLAMA_LLM = "qwen2.5:7b-instruct"
+"""What the auto-detection looks for on an Ollama server (``ollama pull qwen2.5:7b-instruct``)."""
+DEFAULT_OLLAMA_EMBED = "nomic-embed-text"
+DEFAULT_TEMPERATURE = 0.0
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_CONTEXT = 8192
+
+
+class BackendError(RuntimeError):
+    """A model backend cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed model spec."""
+
+    kind: str
+    """``ollama``, ``llamacpp`` or ``st``."""
+    name: str
+    """Model name (Ollama), alias or path."""
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+_LLM_KINDS = ("ollama", "llamacpp")
+_EMBED_KINDS = ("ollama", "st")
+
+
+def parse_spec(spec: str, *, embedding: bool = False) -> Spec:
+    """``"ollama:qwen2.5:7b-instruct"`` -> ``Spec("ollama", "qwen2.5:7b-instruct")``."""
+    kinds = _EMBED_KINDS if embedding else _LLM_KINDS
+    kind, sep, name = spec.partition(":")
+    if not sep or kind not in kinds or not name:
+        what = "embedding" if embedding else "LLM"
+        raise BackendError(
+            f"bad {what} spec {spec!r}: use " + " or ".join(f"'{k}:<model>'" for k in kinds)
+        )
+    return Spec(kind, name)
+
+
+def ollama_host() -> str:
+    """Base URL of the Ollama server, from ``OLLAMA_HOST`` as Ollama itself reads it."""
+    host = os.environ.get("OLLAMA_HOST", "").strip() or "127.0.0.1:11434"
+    if "://" not in host:
+        host = "http://" + host
+    scheme, _, rest = host.partition("://")
+    if ":" not in rest.split("/")[0]:
+        rest = rest.rstrip("/") + ":11434"
+    return f"{scheme}://{rest}".rstrip("/").replace("://0.0.0.0", "://127.0.0.1")
+
+
+def ollama_models(host: str | None = None, timeout: float = 1.5) -> list[str] | None:
+    """Names of the models an Ollama server has, or None when it does not answer."""
+    url = (host or ollama_host()) + "/api/tags"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return [m["name"] for m in json.load(response).get("models", [])]
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _has_model(models: list[str], name: str) -> bool:
+    return name in models or (":" not in name and f"{name}:latest" in models)
+
+
+def _check_ollama(name: str) -> str:
+    host = ollama_host()
+    models = ollama_models(host)
+    if models is None:
+        raise BackendError(
+            f"no Ollama server answers at {host}: start it with 'ollama serve', set OLLAMA_HOST to where it runs, "
+            "or use the embedded model (--llm llamacpp:default)"
+        )
+    if not _has_model(models, name):
+        raise BackendError(f"the Ollama server at {host} has no model {name!r}: run 'ollama pull {name}'")
+    return host
+
+
+def _env_or_auto(env: str, ollama_default: str, embedded: Spec) -> Spec:
+    if value := os.environ.get(env):
+        return parse_spec(value, embedding=embedded.kind == "st")
+    models = ollama_models(timeout=0.5)
+    if models and _has_model(models, ollama_default):
+        return Spec("ollama", ollama_default)
+    return embedded
+
+
+def resolve_llm_spec(spec: str | None = None) -> Spec:
+    """The LLM to use: ``spec``, else ``$MULTIHOP_RAG_LLM``, else Ollama if ready, else embedded."""
+    if spec:
+        return parse_spec(spec)
+    return _env_or_auto("MULTIHOP_RAG_LLM", DEFAULT_OLLAMA_LLM, Spec("llamacpp", "default"))
+
+
+def resolve_embed_spec(spec: str | None = None) -> Spec:
+    """The embedding model: ``spec``, else ``$MULTIHOP_RAG_EMBED``, else Ollama if ready, else embedded."""
+    if spec:
+        return parse_spec(spec, embedding=True)
+    return _env_or_auto("MULTIHOP_RAG_EMBED", DEFAULT_OLLAMA_EMBED, Spec("st", "default"))
+
+
+def _gguf(name: str) -> str:
+    if name == "default":
+        name = bundled.DEFAULT_LLM_ALIAS
+    if name.endswith(".gguf") or os.sep in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise BackendError(f"no GGUF file at {path}")
+        return str(path)
+    try:
+        return str(bundled.gguf_path(name))
+    except bundled.BundledModelMissing as exc:
+        raise BackendError(str(exc)) from None
+
+
+def _st_path(name: str) -> str:
+    if name == "default":
+        name = bundled.DEFAULT_EMBED_ALIAS
+    if name in bundled.BUNDLED_EMBEDDINGS:
+        try:
+            return str(bundled.embedding_path(name))
+        except bundled.BundledModelMissing as exc:
+            raise BackendError(str(exc)) from None
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        raise BackendError(
+            f"no sentence-transformers model at {path}: give a local model directory or one of "
+            f"{', '.join(bundled.BUNDLED_EMBEDDINGS)} (nothing is downloaded at run time)"
+        )
+    return str(path)
+
+
+def llama_index_llm(
+    spec: str | None = None,
+    *,
+    temperature: float = DEFAULT_TEMPERATURE,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    context_window: int = DEFAULT_CONTEXT,
+    cache: str | Path | LLMCache | None = None,
+) -> LLM:
+    """A LlamaIndex ``LLM`` for ``spec``; with ``cache`` (a SQLite path) calls are cached and counted."""
+    parsed = resolve_llm_spec(spec)
+    llm: LLM
+    if parsed.kind == "ollama":
+        from llama_index.llms.ollama import Ollama
+
+        llm = Ollama(
+            model=parsed.name,
+            base_url=_check_ollama(parsed.name),
+            temperature=temperature,
+            context_window=context_window,
+            request_timeout=600.0,
+            additional_kwargs={"num_predict": max_tokens, "seed": 0},
+        )
+    else:
+        from multihop_rag.llamacpp import LlamaCppLLM
+
+        llm = LlamaCppLLM(
+            model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, context_window=context_window
+        )
+    if cache is None:
+        return llm
+    return CachedLLM(inner=llm, cache=cache if isinstance(cache, LLMCache) else LLMCache(cache))
+
+
+def chat_model(
+    spec: str | None = None,
+    *,
+    temperature: float = DEFAULT_TEMPERATURE,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    context_window: int = DEFAULT_CONTEXT,
+    cache: str | Path | LLMCache | None = None,
+) -> BaseChatModel:
+    """A LangChain chat model for ``spec``; with ``cache`` (a SQLite path) calls are cached."""
+    parsed = resolve_llm_spec(spec)
+    extra: dict[str, Any] = {}
+    if cache is not None:
+        extra["cache"] = SQLiteChatCache(cache)
+    if parsed.kind == "ollama":
+        from langchain_ollama import ChatOllama
+
+        return ChatOllama(
+            model=parsed.name,
+            base_url=_check_ollama(parsed.name),
+            temperature=temperature,
+            num_predict=max_tokens,
+            num_ctx=context_window,
+            seed=0,
+            **extra,
+        )
+    from multihop_rag.llamacpp import LlamaCppChatModel
+
+    return LlamaCppChatModel(
+        model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, n_ctx=context_window, **extra
+    )
+
+
+def llama_index_embedding(spec: str | None = None) -> BaseEmbedding:
+    """A LlamaIndex embedding model for ``spec`` (sentence-transformers or Ollama)."""
+    parsed = resolve_embed_spec(spec)
+    if parsed.kind == "ollama":
+        from llama_index.embeddings.ollama import OllamaEmbedding
+
+        return OllamaEmbedding(model_name=parsed.name, base_url=_check_ollama(parsed.name))
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    return HuggingFaceEmbedding(model_name=_st_path(parsed.name), device="cpu", show_progress_bar=False)
+
+
+def langchain_embeddings(spec: str | None = None) -> Embeddings:
+    """A LangChain ``Embeddings`` for ``spec`` (sentence-transformers or Ollama)."""
+    parsed = resolve_embed_spec(spec)
+    if parsed.kind == "ollama":
+        from langchain_ollama import OllamaEmbeddings
+
+        return OllamaEmbeddings(model=parsed.name, base_url=_check_ollama(parsed.name))
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    return HuggingFaceEmbeddings(model_name=_st_path(parsed.name), model_kwargs={"device": "cpu"})

@@ -1,0 +1,164 @@
+"""RAPTOR soft clustering: UMAP, then a Gaussian mixture with BIC-chosen k, global then local.
+
+Follows RAPTOR's ``cluster_utils.py`` (Sarthi et al., 2024), which SiReRAG §4.1 reuses: UMAP to
+``dim`` dimensions (global: ``n_neighbors = sqrt(n - 1)``, local: 10), a GMM whose k minimises BIC
+over 1 … ``max_clusters``, soft assignment (a point joins every cluster whose probability exceeds
+``threshold``), and re-clustering of any cluster whose text exceeds ``max_cluster_tokens``.
+
+Where RAPTOR's code fails, this one does not:
+
+- layers of 1 … ``dim + 1`` points are one cluster (RAPTOR crashes in UMAP below ~4 points);
+- k is capped at n // 2, so BIC cannot pick n - 1 and shrink a layer by one node a level;
+- re-clustering that fails to split a cluster falls back to contiguous token-bounded groups, so
+  it always terminates (RAPTOR recurses forever there);
+- on huge layers the BIC search runs on a sample of ``bic_sample`` points and global UMAP's
+  ``n_neighbors`` is capped at ``max_neighbors``, both seeded (identical to RAPTOR up to
+  10,000 points and 5,000 points respectively).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ClusterConfig", "cluster", "gmm_soft_clusters"]
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """RAPTOR's clustering knobs (defaults as in RAPTOR's code)."""
+
+    dim: int = 10
+    """UMAP target dimension (RAPTOR ``reduction_dimension``)."""
+    threshold: float = 0.1
+    """Soft-assignment probability threshold."""
+    max_clusters: int = 50
+    """Largest k tried in the BIC search."""
+    max_cluster_tokens: int = 3500
+    """A cluster whose texts exceed this many tokens is clustered again."""
+    local_neighbors: int = 10
+    """UMAP ``n_neighbors`` inside a global cluster."""
+    max_neighbors: int = 100
+    """Cap on the global ``n_neighbors = sqrt(n - 1)`` (only matters above 10,001 points)."""
+    bic_sample: int = 5000
+    """The BIC search for k runs on at most this many points."""
+    seed: int = 224
+    """Seed of UMAP, the GMMs and the sampling (RAPTOR's RANDOM_SEED)."""
+
+
+def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
+    import umap
+
+    n = len(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reducer = umap.UMAP(
+            n_neighbors=max(2, min(neighbors, n - 1)),
+            n_components=min(dim, n - 2),
+            metric="cosine",
+            random_state=seed,
+            init="spectral" if n > dim + 2 else "random",
+        )
+        return reducer.fit_transform(x)
+
+
+def _fit_gmm(x: np.ndarray, k: int, seed: int):
+    """A fitted GMM, raising the covariance regularisation when UMAP has collapsed points together."""
+    from sklearn.mixture import GaussianMixture
+
+    for reg in (1e-6, 1e-4, 1e-2, 1.0):
+        try:
+            return GaussianMixture(n_components=k, random_state=seed, reg_covar=reg).fit(x)
+        except (ValueError, np.linalg.LinAlgError):
+            continue
+    return None
+
+
+def gmm_soft_clusters(x: np.ndarray, config: ClusterConfig) -> list[np.ndarray]:
+    """Soft GMM clusters of the rows of ``x`` (already reduced): a list of member-index arrays."""
+    n = len(x)
+    distinct = len(np.unique(np.round(x, 6), axis=0))
+    k_max = max(1, min(config.max_clusters, n // 2, distinct))
+    rng = np.random.default_rng(config.seed)
+    sample = x if n <= config.bic_sample else x[rng.choice(n, config.bic_sample, replace=False)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = [_fit_gmm(sample, k, config.seed) for k in range(1, k_max + 1)]
+        bics = [np.inf if gmm is None else gmm.bic(sample) for gmm in fits]
+        k = int(np.argmin(bics)) + 1
+        gmm = fits[k - 1] if sample is x else _fit_gmm(x, k, config.seed)
+        if gmm is None:
+            return [np.arange(n)]
+        probs = gmm.predict_proba(x)
+    members = [np.flatnonzero(probs[:, j] > config.threshold) for j in range(k)]
+    # A point below the threshold everywhere still belongs to its most likely cluster.
+    orphans = np.flatnonzero((probs > config.threshold).sum(axis=1) == 0)
+    for i in orphans:
+        j = int(np.argmax(probs[i]))
+        members[j] = np.sort(np.append(members[j], i))
+    return [m for m in members if len(m)]
+
+
+def _global_local(embeddings: np.ndarray, config: ClusterConfig) -> list[np.ndarray]:
+    n = len(embeddings)
+    if n <= config.dim + 1:
+        return [np.arange(n)]
+    neighbors = min(int((n - 1) ** 0.5), config.max_neighbors)
+    global_clusters = gmm_soft_clusters(_umap(embeddings, config.dim, neighbors, config.seed), config)
+    clusters: list[np.ndarray] = []
+    for members in global_clusters:
+        if len(members) <= config.dim + 1:
+            clusters.append(members)
+            continue
+        local = _umap(embeddings[members], config.dim, config.local_neighbors, config.seed)
+        clusters.extend(members[sub] for sub in gmm_soft_clusters(local, config))
+    return clusters
+
+
+def _token_groups(indices: np.ndarray, tokens: Sequence[int], budget: int) -> list[np.ndarray]:
+    """Contiguous groups of ``indices`` whose token sums stay within ``budget`` (at least one each)."""
+    groups: list[list[int]] = [[]]
+    total = 0
+    for i in indices:
+        if groups[-1] and total + tokens[i] > budget:
+            groups.append([])
+            total = 0
+        groups[-1].append(int(i))
+        total += tokens[i]
+    return [np.array(g) for g in groups]
+
+
+def cluster(
+    embeddings: np.ndarray | Sequence[Sequence[float]],
+    token_counts: Sequence[int],
+    config: ClusterConfig = ClusterConfig(),
+) -> list[list[int]]:
+    """Cluster items RAPTOR-style; returns clusters as sorted lists of item indices.
+
+    Every item is in at least one cluster; an item may be in several (soft clustering). A cluster
+    of more than one item never exceeds ``config.max_cluster_tokens`` tokens.
+    """
+    x = np.asarray(embeddings, dtype=np.float64)
+    if len(x) != len(token_counts):
+        raise ValueError(f"{len(x)} embeddings but {len(token_counts)} token counts")
+    if len(x) == 0:
+        return []
+    result: list[list[int]] = []
+    pending = [np.arange(len(x))]
+    while pending:
+        indices = pending.pop()
+        parts = [indices[c] for c in _global_local(x[indices], config)]
+        for part in parts:
+            size = sum(token_counts[i] for i in part)
+            if len(part) == 1 or size <= config.max_cluster_tokens:
+                result.append(sorted(int(i) for i in part))
+            elif len(parts) == 1 or len(part) == len(indices):
+                # Clustering cannot split it further: cut it into token-bounded groups.
+                result.extend(sorted(int(i) for i in g) for g in _token_groups(part, token_counts, config.max_cluster_tokens))
+            else:
+                pending.append(part)
+    unique = {tuple(c) for c in result}
+    return sorted((list(c) for c in unique), key=lambda c: (c[0], len(c)))

@@ -1,0 +1,247 @@
+"""In-process llama.cpp models for LlamaIndex and LangChain: one thin adapter per framework.
+
+Why not the frameworks' own integrations: LlamaIndex's ``LlamaCPP`` formats prompts itself and
+ignores the chat template stored in the GGUF, and LangChain's ``ChatLlamaCpp`` lives in
+langchain-community, which is being sunset. Both adapters here call
+``llama_cpp.Llama.create_chat_completion``, which applies the GGUF's own template and takes a
+JSON schema for constrained decoding. Like Ollama's integrations, both accept ``format=`` (a JSON
+schema dict, or ``"json"``) on each call, so :mod:`multihop_rag.structured` treats them alike.
+
+One ``Llama`` is loaded per (path, context size) and shared by every adapter in the process;
+a lock serialises calls (a ``Llama`` is not thread-safe).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+    MessageRole,
+)
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.llms.custom import CustomLLM
+from pydantic import Field
+
+__all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama"]
+
+_MODELS: dict[tuple[str, int], Any] = {}
+_LOCKS: dict[tuple[str, int], threading.Lock] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+DEFAULT_CONTEXT = 8192
+DEFAULT_MAX_TOKENS = 512
+
+
+def _threads() -> int:
+    return int(os.environ.get("MULTIHOP_RAG_THREADS") or os.cpu_count() or 2)
+
+
+def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT) -> tuple[Any, threading.Lock]:
+    """The process-wide ``llama_cpp.Llama`` for this file and context size, and its lock."""
+    from llama_cpp import Llama
+
+    key = (str(Path(model_path).resolve()), n_ctx)
+    with _REGISTRY_LOCK:
+        if key not in _MODELS:
+            if not Path(key[0]).is_file():
+                raise FileNotFoundError(f"no GGUF model at {key[0]}")
+            _MODELS[key] = Llama(
+                model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False
+            )
+            _LOCKS[key] = threading.Lock()
+        return _MODELS[key], _LOCKS[key]
+
+
+def _response_format(format: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """Translate Ollama's ``format=`` convention into llama.cpp's ``response_format``."""
+    if not format:
+        return None
+    if format == "json":
+        return {"type": "json_object"}
+    return {"type": "json_object", "schema": format}
+
+
+def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
+    llama, lock = load_llama(model_path, n_ctx)
+    response_format = _response_format(params.pop("format", None))
+    with lock:
+        return llama.create_chat_completion(messages=messages, response_format=response_format, **params)
+
+
+def _stream_chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> Iterator[str]:
+    """Yield text deltas; the model stays locked until the stream is consumed or closed."""
+    llama, lock = load_llama(model_path, n_ctx)
+    response_format = _response_format(params.pop("format", None))
+    with lock:
+        for chunk in llama.create_chat_completion(
+            messages=messages, response_format=response_format, stream=True, **params
+        ):
+            if delta := chunk["choices"][0]["delta"].get("content"):
+                yield delta
+
+
+class LlamaCppLLM(CustomLLM):
+    """A LlamaIndex ``LLM`` running a GGUF model in-process with llama.cpp.
+
+    Example: ``LlamaCppLLM(model_path=bundled.gguf_path("qwen2.5-coder-1.5b"))``.
+    """
+
+    model_path: str = Field(description="Path to the GGUF file.")
+    context_window: int = Field(default=DEFAULT_CONTEXT, description="Context size in tokens (n_ctx).")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, description="Most tokens generated per call.")
+    temperature: float = Field(default=0.0, description="Sampling temperature; 0 is greedy and repeatable.")
+    seed: int = Field(default=0, description="Sampling seed.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LlamaCppLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(
+            context_window=self.context_window,
+            num_output=self.max_tokens,
+            is_chat_model=True,
+            model_name=Path(self.model_path).name,
+        )
+
+    def _params(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        params = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
+        params.update({k: v for k, v in kwargs.items() if k in {"max_tokens", "temperature", "stop", "format", "seed"}})
+        return params
+
+    @staticmethod
+    def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+        return [{"role": m.role.value, "content": m.content or ""} for m in messages]
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        raw = _chat(self.model_path, self.context_window, self._messages(messages), **self._params(kwargs))
+        text = raw["choices"][0]["message"]["content"] or ""
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), raw=raw)
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        deltas = _stream_chat(self.model_path, self.context_window, self._messages(messages), **self._params(kwargs))
+
+        def gen() -> ChatResponseGen:
+            text = ""
+            for delta in deltas:
+                text += delta
+                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+
+        return gen()
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        response = self.chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs)
+        return CompletionResponse(text=response.message.content or "", raw=response.raw)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        def gen() -> CompletionResponseGen:
+            for r in self.stream_chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs):
+                yield CompletionResponse(text=r.message.content or "", delta=r.delta)
+
+        return gen()
+
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+class LlamaCppChatModel(BaseChatModel):
+    """A LangChain chat model running a GGUF model in-process with llama.cpp.
+
+    Example: ``LlamaCppChatModel(model_path=bundled.gguf_path("qwen2.5-coder-1.5b"))``.
+    ``invoke(..., format=schema)`` constrains the answer to a JSON schema, as ``ChatOllama`` does.
+    """
+
+    model_path: str
+    """Path to the GGUF file."""
+    n_ctx: int = DEFAULT_CONTEXT
+    """Context size in tokens."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Most tokens generated per call."""
+    temperature: float = 0.0
+    """Sampling temperature; 0 is greedy and repeatable."""
+    seed: int = 0
+    """Sampling seed."""
+    format: str | dict[str, Any] | None = None
+    """Default output format: None, ``"json"`` or a JSON schema (like ``ChatOllama.format``)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "llamacpp-in-process"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model": Path(self.model_path).name,
+            "n_ctx": self.n_ctx,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    def _params(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": kwargs.get("temperature", self.temperature),
+            "seed": self.seed,
+            "format": kwargs.get("format", self.format),
+        }
+        if stop:
+            params["stop"] = stop
+        return params
+
+    @staticmethod
+    def _messages(messages: list[BaseMessage]) -> list[dict[str, str]]:
+        return [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raw = _chat(self.model_path, self.n_ctx, self._messages(messages), **self._params(stop, kwargs))
+        usage = raw.get("usage") or {}
+        message = AIMessage(
+            content=raw["choices"][0]["message"]["content"] or "",
+            usage_metadata=UsageMetadata(
+                input_tokens=usage.get("prompt_tokens", 0),
+                output_tokens=usage.get("completion_tokens", 0),
+                total_tokens=usage.get("total_tokens", 0),
+            ),
+            response_metadata={"model_name": Path(self.model_path).name, "finish_reason": raw["choices"][0].get("finish_reason")},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for delta in _stream_chat(self.model_path, self.n_ctx, self._messages(messages), **self._params(stop, kwargs)):
+            generation = ChatGenerationChunk(message=AIMessageChunk(content=delta))
+            if run_manager:
+                run_manager.on_llm_new_token(delta, chunk=generation)
+            yield generation

@@ -1,0 +1,73 @@
+"""Token counting, token chunking with overlap (K²RAG eq. 1) and sentence splitting.
+
+Tokens are tiktoken's ``cl100k_base``, loaded from the encodings LlamaIndex ships (no network),
+so counts agree with LlamaIndex's own splitters.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import tiktoken
+
+__all__ = ["encoding", "count_tokens", "chunk_tokens", "eq1_chunk_count", "split_sentences"]
+
+
+@cache
+def encoding() -> tiktoken.Encoding:
+    """The ``cl100k_base`` encoding, read from LlamaIndex's bundled tiktoken cache."""
+    import llama_index.core
+
+    bundled = os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "tiktoken_cache")
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled)
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def count_tokens(text: str) -> int:
+    """Number of tokens in ``text``."""
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def eq1_chunk_count(n_tokens: int, size: int, overlap: int) -> int:
+    """L_t of K²RAG eq. (1): the number of full chunks, ``floor((N - O) / (S - O))``."""
+    return max(0, (n_tokens - overlap) // (size - overlap))
+
+
+def chunk_tokens(text: str, size: int, overlap: int, *, keep_tail: bool = True) -> list[str]:
+    """Split ``text`` into chunks of ``size`` tokens, consecutive chunks sharing ``overlap`` tokens.
+
+    K²RAG §3.1.2, eq. (1): chunk i (1-based) holds tokens ``x[(i-1)(S-O)+1 … (i-1)(S-O)+S]`` for
+    i = 1 … L_t, L_t = floor((N_t - O) / (S - O)). Read literally, eq. (1) drops the tokens after
+    the last full chunk, and a document shorter than S yields no chunk at all. With
+    ``keep_tail=True`` (the default) one more, shorter chunk starts where the next chunk would
+    start, so no text is lost; ``keep_tail=False`` is eq. (1) exactly.
+    """
+    if size <= 0 or not 0 <= overlap < size:
+        raise ValueError(f"need size > 0 and 0 <= overlap < size, got size={size}, overlap={overlap}")
+    tokens = encoding().encode(text, disallowed_special=())
+    step = size - overlap
+    full = eq1_chunk_count(len(tokens), size, overlap)
+    spans = [(i * step, i * step + size) for i in range(full)]
+    if keep_tail:
+        start = full * step
+        covered = spans[-1][1] if spans else 0
+        if covered < len(tokens):
+            spans.append((start, len(tokens)))
+    return [encoding().decode(tokens[a:b]) for a, b in spans]
+
+
+@cache
+def _sentence_tokenizer():
+    import nltk
+    import llama_index.core
+
+    nltk_cache = os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "nltk_cache")
+    if nltk_cache not in nltk.data.path:
+        nltk.data.path.append(nltk_cache)
+    return nltk.tokenize.PunktTokenizer()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (NLTK Punkt, from the data LlamaIndex ships)."""
+    return [s.strip() for s in _sentence_tokenizer().tokenize(text) if s.strip()]
