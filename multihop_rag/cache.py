@@ -15,6 +15,7 @@ import json
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 
 from langchain_core.caches import BaseCache
 from langchain_core.load import dumps, loads
-from langchain_core.outputs import Generation
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -215,6 +217,9 @@ class CachedLLM(LLM):
         return await self.inner.astream_complete(prompt, formatted=formatted, **kwargs)
 
 
+_CACHED_TYPES = [Generation, GenerationChunk, ChatGeneration, ChatGenerationChunk, AIMessage, AIMessageChunk]
+
+
 class SQLiteChatCache(BaseCache):
     """LangChain ``BaseCache`` on an :class:`LLMCache` file: ``chat_model(..., cache=SQLiteChatCache(path))``."""
 
@@ -223,7 +228,11 @@ class SQLiteChatCache(BaseCache):
 
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
         text = self.store.get(cache_key(llm_string, prompt))
-        return None if text is None else [loads(g) for g in json.loads(text)]
+        if text is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # langchain_core.load is marked beta
+            return [loads(g, allowed_objects=_CACHED_TYPES) for g in json.loads(text)]
 
     def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
         self.store.put(cache_key(llm_string, prompt), json.dumps([dumps(g) for g in return_val]))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -83,16 +83,26 @@ def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params:
         return llama.create_chat_completion(messages=messages, response_format=response_format, **params)
 
 
-def _stream_chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> Iterator[str]:
-    """Yield text deltas; the model stays locked until the stream is consumed or closed."""
+def _stream_chat(
+    model_path: str, n_ctx: int, messages: list[dict[str, str]], usage: dict[str, int] | None = None, **params: Any
+) -> Iterator[str]:
+    """Yield text deltas; the model stays locked until the stream is consumed or closed.
+
+    llama.cpp reports no usage when streaming: ``usage`` (if given) is filled at the end from the
+    number of streamed tokens and the context length.
+    """
     llama, lock = load_llama(model_path, n_ctx)
     response_format = _response_format(params.pop("format", None))
     with lock:
+        generated = 0
         for chunk in llama.create_chat_completion(
             messages=messages, response_format=response_format, stream=True, **params
         ):
             if delta := chunk["choices"][0]["delta"].get("content"):
+                generated += 1
                 yield delta
+        if usage is not None:
+            usage.update(prompt_tokens=max(0, llama.n_tokens - generated), completion_tokens=generated)
 
 
 class LlamaCppLLM(CustomLLM):
@@ -198,6 +208,16 @@ class LlamaCppChatModel(BaseChatModel):
             "seed": self.seed,
         }
 
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.update(
+            ls_provider="llamacpp",
+            ls_model_name=kwargs.get("model") or Path(self.model_path).name,
+            ls_temperature=kwargs.get("temperature", self.temperature),
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        return params
+
     def _params(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {
             "max_tokens": kwargs.get("max_tokens", self.max_tokens),
@@ -240,8 +260,22 @@ class LlamaCppChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for delta in _stream_chat(self.model_path, self.n_ctx, self._messages(messages), **self._params(stop, kwargs)):
+        usage: dict[str, int] = {}
+        for delta in _stream_chat(
+            self.model_path, self.n_ctx, self._messages(messages), usage, **self._params(stop, kwargs)
+        ):
             generation = ChatGenerationChunk(message=AIMessageChunk(content=delta))
             if run_manager:
                 run_manager.on_llm_new_token(delta, chunk=generation)
             yield generation
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=UsageMetadata(
+                    input_tokens=usage["prompt_tokens"],
+                    output_tokens=usage["completion_tokens"],
+                    total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+                ),
+                response_metadata={"model_name": Path(self.model_path).name},
+            )
+        )

@@ -20,7 +20,7 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
 import json_repair
@@ -67,7 +67,7 @@ class StructuredStats:
             setattr(self, outcome, getattr(self, outcome) + 1)
 
     def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
 STATS = StructuredStats()

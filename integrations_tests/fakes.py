@@ -1,0 +1,90 @@
+"""Deterministic stand-ins for models, shared by the unit tests of every package."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms.custom import CustomLLM
+from pydantic import PrivateAttr
+
+
+class HashEmbedding(BaseEmbedding):
+    """Bag-of-words embedding: each word hashes to a dimension. Texts sharing words are similar."""
+
+    dim: int = 64
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HashEmbedding"
+
+    def _vector(self, text: str) -> list[float]:
+        v = np.zeros(self.dim)
+        for word in text.lower().split():
+            word = word.strip(".,;:!?\"'()")
+            if word:
+                v[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norm = np.linalg.norm(v)
+        return (v / norm if norm else v + 1.0 / np.sqrt(self.dim)).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+
+class ScriptedLLM(CustomLLM):
+    """A LlamaIndex LLM whose answers come from a list (in order) or a function of the prompt.
+
+    Records every prompt and the keyword arguments it was called with.
+    """
+
+    script: Any = None
+    _prompts: list[str] = PrivateAttr(default_factory=list)
+    _kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def __init__(self, script: Sequence[str] | Callable[[str], str], **kwargs: Any):
+        super().__init__(script=list(script) if not callable(script) else script, **kwargs)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted")
+
+    @property
+    def prompts(self) -> list[str]:
+        return self._prompts
+
+    @property
+    def calls_kwargs(self) -> list[dict[str, Any]]:
+        return self._kwargs
+
+    def _next(self, prompt: str) -> str:
+        if callable(self.script):
+            return self.script(prompt)
+        if not self.script:
+            raise AssertionError(f"ScriptedLLM ran out of answers at prompt {prompt[:80]!r}")
+        return self.script.pop(0)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self._prompts.append(prompt)
+        self._kwargs.append(kwargs)
+        return CompletionResponse(text=self._next(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        text = self.complete(prompt, **kwargs).text
+
+        def gen() -> CompletionResponseGen:
+            yield CompletionResponse(text=text, delta=text)
+
+        return gen()

@@ -1,0 +1,104 @@
+"""Integration tier: the real embedded llama.cpp model, real sentence-transformers, real ChromaDB
+(persistent and as a server) and the Ollama code path against a real Ollama (``OLLAMA_HOST`` set)
+or a local server speaking Ollama's API backed by the embedded models."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from integrations_tests.ollama_stub import OllamaStub
+from multihop_rag import bundled
+from multihop_rag.backends import DEFAULT_OLLAMA_EMBED, DEFAULT_OLLAMA_LLM
+
+FAST_LLM = os.environ.get("MULTIHOP_RAG_TEST_LLM", f"llamacpp:{bundled.FAST_LLM_ALIAS}")
+"""Spec of the LLM the integration tests run on (the fast bundled model unless overridden)."""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def fast_llm_spec() -> str:
+    return FAST_LLM
+
+
+@pytest.fixture(scope="session")
+def li_llm():
+    from multihop_rag.backends import llama_index_llm
+
+    return llama_index_llm(FAST_LLM, max_tokens=256)
+
+
+@pytest.fixture(scope="session")
+def lc_chat():
+    from multihop_rag.backends import chat_model
+
+    return chat_model(FAST_LLM, max_tokens=256)
+
+
+@pytest.fixture(scope="session")
+def li_embed():
+    from multihop_rag.backends import llama_index_embedding
+
+    return llama_index_embedding("st:default")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ollama_host():
+    """Base URL of an Ollama API: a real server when OLLAMA_HOST is set, else the stub."""
+    if os.environ.get("OLLAMA_HOST"):
+        yield os.environ["OLLAMA_HOST"]
+        return
+    llm_path = str(bundled.gguf_path(FAST_LLM.split(":", 1)[1])) if FAST_LLM.startswith("llamacpp:") else FAST_LLM
+    st_path = str(bundled.embedding_path(bundled.DEFAULT_EMBED_ALIAS))
+    with OllamaStub({DEFAULT_OLLAMA_LLM: llm_path}, {DEFAULT_OLLAMA_EMBED: st_path}) as stub:
+        os.environ["OLLAMA_HOST"] = stub.url
+        try:
+            yield stub.url
+        finally:
+            del os.environ["OLLAMA_HOST"]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real Chroma server (``chroma run``) on 127.0.0.1, stopped after the session."""
+    import chromadb
+
+    exe = shutil.which("chroma") or str(Path(os.sys.executable).with_name("chroma"))
+    port = _free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    proc = subprocess.Popen(
+        [exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+            break
+        except Exception:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"chroma run did not start on {url}")
+            time.sleep(0.3)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)

@@ -1,0 +1,56 @@
+"""The command line as a shell user runs it, on the embedded models."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "multihop_rag.cli"]
+
+
+def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+
+
+def test_demo_answers_the_two_hop_questions_with_the_default_model():
+    out = sh("demo", env={"MULTIHOP_RAG_LLM": "llamacpp:default", "MULTIHOP_RAG_EMBED": "st:default"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("Q: ") == 3 and out.stdout.count("gold: ") == 3
+    correct = int(out.stdout.strip().splitlines()[-1].split("/")[0])
+    assert correct >= 2, out.stdout
+
+
+def test_index_and_ask_a_folder(tmp_path, fast_llm_spec):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kesh.md").write_text("# Kesh Bridge\nThe Kesh Bridge was designed by Tomas Halvard and crosses the Orrin River.")
+    (docs / "halvard.txt").write_text("Tomas Halvard was born in the port city of Dunmere in 1741.")
+    (docs / "broken.txt").write_bytes(b"\x00\xff\x00")
+    store = str(tmp_path / "store")
+    out = sh("index", str(docs), "--store", store, "--llm", fast_llm_spec, "--embed", "st:default")
+    assert out.returncode == 0, out.stderr
+    assert "indexed 2 documents" in out.stdout and "1 skipped" in out.stderr
+    out = sh("ask", "Where was the designer of the Kesh Bridge born?", "--store", store, "--llm", fast_llm_spec)
+    assert out.returncode == 0, out.stderr
+    assert "Dunmere" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["index", "/no/such/folder", "--store", "/tmp/x"], "does not exist"),
+        (["ask", "q", "--store", "/tmp/definitely-empty-store", "--llm", "llamacpp:/no/model.gguf"], "no GGUF file"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, message):
+    out = sh(*args)
+    assert out.returncode == 2
+    assert message in out.stderr and out.stderr.strip().count("\n") <= 1
+
+
+def test_server_down_exits_2(tmp_path):
+    (tmp_path / "a.txt").write_text("hello")
+    out = sh("index", str(tmp_path), "--store", str(tmp_path / "s"), "--llm", "ollama:qwen2.5:7b-instruct",
+             env={"OLLAMA_HOST": "127.0.0.1:9"})
+    assert out.returncode == 2 and "ollama serve" in out.stderr

@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+from multihop_rag.clustering import ClusterConfig, cluster, gmm_soft_clusters
+
+
+def blobs(n: int, k: int = 4, dim: int = 32, seed: int = 0, labels: bool = False):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(k, dim)) * 5
+    y = rng.integers(0, k, n)
+    x = centers[y] + 0.1 * rng.normal(size=(n, dim))
+    return (x, y) if labels else x
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 11])
+def test_tiny_layers_are_one_cluster(n):
+    assert cluster(blobs(n), [10] * n) == [list(range(n))]
+
+
+def test_empty_layer():
+    assert cluster(np.zeros((0, 8)), []) == []
+
+
+def test_every_item_is_clustered_and_budget_holds():
+    x = blobs(60)
+    tokens = [100] * 60
+    clusters = cluster(x, tokens, ClusterConfig(max_cluster_tokens=800))
+    assert {i for c in clusters for i in c} == set(range(60))
+    assert all(len(c) == 1 or sum(tokens[i] for i in c) <= 800 for c in clusters)
+    assert len(clusters) < 60  # a real reduction, not one node fewer
+
+
+def test_separated_blobs_are_not_mixed():
+    x, y = blobs(40, k=2, seed=1, labels=True)
+    clusters = cluster(x, [10] * 40)
+    assert len(clusters) >= 2
+    assert all(len({y[i] for i in c}) == 1 for c in clusters)
+
+
+def test_unsplittable_cluster_terminates_with_token_groups():
+    # Identical points cannot be separated by clustering: the budget must still hold.
+    x = np.ones((30, 16))
+    tokens = [500] * 30
+    clusters = cluster(x, tokens, ClusterConfig(max_cluster_tokens=1200))
+    assert {i for c in clusters for i in c} == set(range(30))
+    assert all(sum(tokens[i] for i in c) <= 1200 for c in clusters)
+
+
+def test_oversized_single_item_stays_alone():
+    clusters = cluster(blobs(3), [10_000, 5, 5], ClusterConfig(max_cluster_tokens=100))
+    assert [0] in clusters
+    assert {i for c in clusters for i in c} == {0, 1, 2}
+
+
+def test_bic_never_picks_n_minus_one():
+    x = np.random.default_rng(3).normal(size=(14, 3))
+    groups = gmm_soft_clusters(x, ClusterConfig())
+    assert len(groups) <= 7
+
+
+def test_deterministic():
+    x = blobs(50, seed=5)
+    assert cluster(x, [50] * 50) == cluster(x, [50] * 50)
+
+
+def test_mismatched_lengths_raise():
+    with pytest.raises(ValueError):
+        cluster(blobs(5), [1, 2])

@@ -1,0 +1,49 @@
+import pytest
+
+from multihop_rag.metrics import (
+    answer_recall_at_k,
+    cosine_score,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    precision_recall_f1,
+    supporting_recall_at_k,
+)
+
+
+def test_normalisation_is_hotpotqa_s():
+    assert normalize_answer("The  Orrin River!") == "orrin river"
+    assert normalize_answer("An apple, a day") == "apple day"
+
+
+def test_exact_match_takes_best_gold():
+    assert exact_match("the Orrin River", ["Orrin River", "Orrin"]) == 1.0
+    assert exact_match("Orrin", "Orrin River") == 0.0
+
+
+def test_f1_tokens():
+    p, r, f = precision_recall_f1("Orrin River in Astrel", "the Orrin River")
+    assert (p, r) == (0.5, 1.0)
+    assert f == pytest.approx(2 / 3)
+    assert f1_score("Sable", ["Orrin River", "Sable River"]) == pytest.approx(2 / 3)
+
+
+def test_yes_no_only_match_exactly():
+    assert f1_score("yes it is", "yes") == 0.0
+    assert f1_score("yes", "yes") == 1.0
+    assert f1_score("no", "yes") == 0.0
+
+
+def test_answer_recall_and_supporting_recall():
+    texts = ["nothing here", "the town of Velmora lies on the Orrin"]
+    assert answer_recall_at_k(texts, ["Velmora"], 1) == 0.0
+    assert answer_recall_at_k(texts, ["Velmora"], 2) == 1.0
+    assert answer_recall_at_k(["Velmorax is elsewhere"], ["Velmora"], 1) == 0.0
+    assert supporting_recall_at_k(["a", "b", "c"], ["b", "d"], 2) == 0.5
+    assert supporting_recall_at_k(["a"], [], 5) == 0.0
+
+
+def test_cosine():
+    assert cosine_score([1, 0], [1, 0]) == pytest.approx(1.0)
+    assert cosine_score([1, 0], [0, 1]) == pytest.approx(0.0)
+    assert cosine_score([0, 0], [1, 0]) == 0.0
