@@ -2,22 +2,10 @@
 
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from multihop_rag.llamacpp import LlamaCppChatModel
+from integrations_tests.standard_suite import LlamaCppSuiteMixin
 
 
-class TestLlamaCppChatModelUnit(ChatModelUnitTests):
-    @property
-    def chat_model_class(self) -> type[LlamaCppChatModel]:
-        return LlamaCppChatModel
-
+class TestLlamaCppChatModelUnit(LlamaCppSuiteMixin, ChatModelUnitTests):
     @property
     def chat_model_params(self) -> dict:
         return {"model_path": "/nonexistent/model.gguf", "temperature": 0.0}
-
-    @property
-    def has_tool_calling(self) -> bool:
-        return False
-
-    @property
-    def has_structured_output(self) -> bool:
-        return False
