@@ -66,3 +66,18 @@ def test_deterministic():
 def test_mismatched_lengths_raise():
     with pytest.raises(ValueError):
         cluster(blobs(5), [1, 2])
+
+
+def test_bic_patience_stops_early_but_picks_the_same_k(monkeypatch):
+    from multihop_rag import clustering
+
+    x, _ = blobs(80, k=3, dim=10, seed=2, labels=True)
+    fits = []
+    real_fit = clustering._fit_gmm
+    monkeypatch.setattr(clustering, "_fit_gmm", lambda s, k, seed: fits.append(k) or real_fit(s, k, seed))
+    patient = gmm_soft_clusters(x, ClusterConfig(bic_patience=3))
+    tried_patient = len(fits)
+    fits.clear()
+    exhaustive = gmm_soft_clusters(x, ClusterConfig(bic_patience=None))
+    assert tried_patient < len(fits) == 40
+    assert [m.tolist() for m in patient] == [m.tolist() for m in exhaustive]
