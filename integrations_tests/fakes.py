@@ -7,6 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
@@ -88,3 +93,41 @@ class ScriptedLLM(CustomLLM):
             yield CompletionResponse(text=text, delta=text)
 
         return gen()
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A LangChain chat model answering with ``respond(prompt)``; records prompts and call kwargs."""
+
+    respond: Any
+    prompts: list[str] = []
+    calls_kwargs: list[dict[str, Any]] = []
+
+    def __init__(self, respond: Callable[[str], str], **kwargs: Any):
+        super().__init__(respond=respond, prompts=[], calls_kwargs=[], **kwargs)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        prompt = "\n".join(m.text for m in messages)
+        self.prompts.append(prompt)
+        self.calls_kwargs.append({"stop": stop, **kwargs})
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.respond(prompt)))])
+
+
+class KeywordRetriever(BaseRetriever):
+    """A LangChain retriever ranking documents by words shared with the query (ties: corpus order)."""
+
+    docs: list[Document]
+    k: int = 5
+    queries: list[str] = []
+
+    def _get_relevant_documents(self, query: str, *, run_manager=None) -> list[Document]:
+        self.queries.append(query)
+        words = {w.strip(".,?!\"'").lower() for w in query.split()}
+
+        def overlap(doc: Document) -> int:
+            return len(words & {w.strip(".,?!\"'").lower() for w in doc.page_content.split()})
+
+        return sorted(self.docs, key=overlap, reverse=True)[: self.k]

@@ -25,6 +25,7 @@ __all__ = [
     "DATASETS",
     "load_documents",
     "load_dataset",
+    "load_pooled",
     "data_dir",
 ]
 
@@ -216,3 +217,17 @@ def load_dataset(
     corpus_file = folder / f"corpus_{split}.jsonl"
     passages = _passages_from_jsonl(corpus_file, report) if corpus_file.is_file() else []
     return passages, questions
+
+
+def load_pooled(
+    name: str, n_questions: int = 30, data_dir_path: str | Path | None = None
+) -> tuple[list[Passage], list[Question]]:
+    """The first ``n_questions`` dev questions and the pool of all their candidate passages.
+
+    The benchmark protocol (DESIGN.md): retrieval is measured on a pooled corpus, since on a
+    question's own ~10–20 candidates top-20 retrieves nearly everything.
+    """
+    passages, questions = load_dataset(name, "dev", data_dir_path)
+    questions = questions[:n_questions]
+    wanted = {c for q in questions for c in q.candidates}
+    return [p for p in passages if p.id in wanted], questions

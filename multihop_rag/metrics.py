@@ -22,6 +22,7 @@ __all__ = [
     "answer_recall_at_k",
     "supporting_recall_at_k",
     "cosine_score",
+    "bootstrap_ci",
 ]
 
 
@@ -91,3 +92,14 @@ def cosine_score(a: Sequence[float], b: Sequence[float]) -> float:
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     denom = np.linalg.norm(va) * np.linalg.norm(vb)
     return float(va @ vb / denom) if denom else 0.0
+
+
+def bootstrap_ci(values: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean and 95% percentile-bootstrap interval of ``values`` (seeded, so reruns agree)."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        return 0.0, 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(data.mean()), float(low), float(high)

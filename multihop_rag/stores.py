@@ -1,4 +1,5 @@
-"""ChromaDB, the default vector store: a folder (persistent), a server URL, or in memory.
+"""ChromaDB, the default vector store: a folder (persistent), a server URL, or in memory, for
+LlamaIndex (``chroma_vector_store``) and LangChain (``langchain_chroma``).
 
 Collections are made with no Chroma embedding function: embeddings always come from the
 framework's embedding model, so Chroma never tries to download its own.
@@ -13,7 +14,7 @@ import chromadb
 from chromadb.config import Settings
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-__all__ = ["StoreError", "chroma_client", "chroma_collection", "chroma_vector_store", "is_server"]
+__all__ = ["StoreError", "chroma_client", "chroma_collection", "chroma_vector_store", "langchain_chroma", "is_server"]
 
 
 class StoreError(ValueError):
@@ -50,3 +51,15 @@ def chroma_collection(client: chromadb.ClientAPI, name: str) -> chromadb.Collect
 def chroma_vector_store(store: str | Path | None, name: str) -> ChromaVectorStore:
     """A LlamaIndex vector store on collection ``name`` of ``store``."""
     return ChromaVectorStore(chroma_collection=chroma_collection(chroma_client(store), name))
+
+
+def langchain_chroma(store: str | Path | None, name: str, embeddings):
+    """A LangChain ``Chroma`` vector store on collection ``name`` of ``store``, embedding with ``embeddings``."""
+    from langchain_chroma import Chroma
+
+    return Chroma(
+        client=chroma_client(store),
+        collection_name=name,
+        embedding_function=embeddings,
+        collection_metadata={"hnsw:space": "cosine"},
+    )

@@ -65,3 +65,13 @@ def test_dataset_without_corpus_and_bad_names(tmp_path, monkeypatch):
     monkeypatch.setenv("MULTIHOP_RAG_DATA", str(tmp_path / "missing"))
     with pytest.raises(CorpusError, match="does not exist"):
         data_dir()
+
+
+def test_pooled_corpus_holds_every_candidate_of_the_first_questions():
+    from multihop_rag.corpus import load_pooled
+
+    passages, questions = load_pooled("hotpotqa", 30)
+    ids = {p.id for p in passages}
+    assert len(questions) == 30
+    assert all(c in ids for q in questions for c in q.candidates)
+    assert 250 <= len(passages) <= 300

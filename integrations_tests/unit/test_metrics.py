@@ -47,3 +47,14 @@ def test_cosine():
     assert cosine_score([1, 0], [1, 0]) == pytest.approx(1.0)
     assert cosine_score([1, 0], [0, 1]) == pytest.approx(0.0)
     assert cosine_score([0, 0], [1, 0]) == 0.0
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_seeded():
+    from multihop_rag.metrics import bootstrap_ci
+
+    values = [0.0, 1.0] * 20
+    mean, low, high = bootstrap_ci(values)
+    assert mean == 0.5 and low < 0.5 < high and high - low < 0.4
+    assert bootstrap_ci(values) == (mean, low, high)
+    assert bootstrap_ci([]) == (0.0, 0.0, 0.0)
+    assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0, 1.0)

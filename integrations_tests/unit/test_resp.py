@@ -1,0 +1,172 @@
+"""ReSP control flow with scripted chat models (no network)."""
+
+import pytest
+from langchain_core.documents import Document
+from langgraph.checkpoint.memory import InMemorySaver
+
+from integrations_tests.fakes import KeywordRetriever, ScriptedChatModel
+from langchain_resp import build_resp_graph, combined_memory
+from langchain_resp import prompts
+
+DOCS = [
+    Document(id="kesh", page_content="The Kesh Bridge was designed by Tomas Halvard.", metadata={"title": "Kesh Bridge"}),
+    Document(id="halvard", page_content="Tomas Halvard was born in Dunmere.", metadata={"title": "Tomas Halvard"}),
+    Document(id="dunmere", page_content="Dunmere is a port on the Sable River.", metadata={"title": "Dunmere"}),
+]
+QUESTION = "Where was the designer of the Kesh Bridge born?"
+
+
+def retriever(k: int = 2) -> KeywordRetriever:
+    return KeywordRetriever(docs=DOCS, k=k)
+
+
+class Script:
+    """Answers by role, recognised from the Table 1 prompt each node sends."""
+
+    def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere"):
+        self.judge, self.plan, self.local, self.answer = list(judge), list(plan), local, answer
+        self.calls: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        if prompt.startswith("Passages:"):
+            self.calls.append("global")
+            return "Halvard designed the bridge. [DONE] trailing text"
+        if "able to respond completely and accurately to the question" in prompt:
+            self.calls.append("local")
+            return self.local
+        if "able to completely and accurately respond" in prompt:
+            self.calls.append("judge")
+            return self.judge.pop(0) if len(self.judge) > 1 else self.judge[0]
+        if "[You Thought]" in prompt:
+            self.calls.append("plan")
+            return self.plan.pop(0) if len(self.plan) > 1 else self.plan[0]
+        if prompt.startswith("Answer the question based on the given reference"):
+            self.calls.append("generate")
+            return self.answer
+        raise AssertionError(prompt)
+
+
+def run(script: Script, **kwargs):
+    graph = build_resp_graph(ScriptedChatModel(script), retriever(), **kwargs)
+    return graph.invoke({"question": QUESTION})
+
+
+def test_judge_yes_exits_after_one_round_without_local_summary():
+    script = Script(judge=("Yes",))
+    state = run(script)
+    assert script.calls == ["global", "judge", "generate"]
+    assert state["iterations"] == 1 and state["stop_reason"] == "sufficient"
+    assert not state.get("local_memory")
+    assert state["global_memory"] == ["Halvard designed the bridge."]
+    assert state["answer"] == "Dunmere"
+
+
+def test_second_round_adds_local_pathway_and_memories_accumulate():
+    script = Script(judge=("No", "Yes"))
+    state = run(script)
+    assert script.calls == ["global", "judge", "plan", "global", "local", "judge", "generate"]
+    assert state["sub_questions"] == ["Who is Tomas Halvard?"]
+    assert state["local_memory"] == [{"sub_question": "Who is Tomas Halvard?", "answer": "Tomas Halvard."}]
+    assert len(state["global_memory"]) == 2 and len(state["retrieved"]) == 2
+    assert state["retrieved"][0] == ["kesh", "halvard"]
+
+
+def test_loop_stops_at_max_iterations_and_goes_straight_to_generate():
+    script = Script(judge=("No",), plan=("Q one?", "Q two?", "Q three?", "Q four?"))
+    state = run(script, max_iterations=3)
+    assert state["iterations"] == 3 and state["stop_reason"] == "max_iterations"
+    # Round 3 neither judges nor plans.
+    assert script.calls[-3:] == ["global", "local", "generate"]
+    assert script.calls.count("judge") == 2 and script.calls.count("plan") == 2
+
+
+def test_repeated_sub_question_ends_the_loop():
+    script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard"))
+    state = run(script, max_iterations=5)
+    assert state["stop_reason"] == "repeated_sub_question"
+    assert state["iterations"] == 2 and state["sub_questions"] == ["Who is Tomas Halvard?"]
+    assert script.calls[-1] == "generate"
+
+
+def test_plan_repeating_the_question_itself_ends_the_loop():
+    state = run(Script(plan=(QUESTION,)))
+    assert state["stop_reason"] == "repeated_sub_question" and state["iterations"] == 1
+
+
+def test_malformed_judge_counts_and_means_no():
+    script = Script(judge=("I think perhaps", "Yes"))
+    state = run(script)
+    assert state["judge_failures"] == 1
+    assert state["iterations"] == 2 and state["stop_reason"] == "sufficient"
+
+
+def test_local_no_is_recorded_as_no():
+    state = run(Script(judge=("No", "Yes"), local="No."))
+    assert state["local_memory"][0]["answer"] == "No"
+
+
+def test_prompts_are_table_1_verbatim_and_plan_sees_the_memories():
+    script = Script(judge=("No", "Yes"))
+    model = ScriptedChatModel(script)
+    build_resp_graph(model, retriever()).invoke({"question": QUESTION})
+    judge_prompt = next(p for p in model.prompts if "able to completely" in p)
+    assert judge_prompt.startswith("Judging based solely on the current known information and without allowing")
+    plan_prompts = [p for p in model.prompts if "[You Thought]" in p]
+    assert "[Global evidence memory]" in plan_prompts[0] and QUESTION in plan_prompts[0]
+    generate_prompt = model.prompts[-1]
+    assert "[Local pathway memory]" in generate_prompt and "Who is Tomas Halvard?" in generate_prompt
+    global_prompt = model.prompts[0]
+    assert "Doc 1(Title: Kesh Bridge) The Kesh Bridge was designed by Tomas Halvard." in global_prompt
+    assert model.calls_kwargs[0]["stop"] == ["[DONE]"]
+    assert prompts.GENERATE.startswith("Answer the question based on the given reference.")
+
+
+def test_role_models_are_used_per_role():
+    calls = {"reasoner": [], "summarizer": [], "generator": []}
+
+    def role(name, script):
+        def respond(prompt):
+            calls[name].append(prompt)
+            return script(prompt)
+
+        return ScriptedChatModel(respond)
+
+    script = Script(judge=("No", "Yes"))
+    graph = build_resp_graph({r: role(r, script) for r in calls}, retriever())
+    graph.invoke({"question": QUESTION})
+    assert all("[You Thought]" in p or "able to completely" in p for p in calls["reasoner"])
+    assert all(p.startswith("Passages:") or "respond completely" in p for p in calls["summarizer"])
+    assert len(calls["generator"]) == 1
+    with pytest.raises(ValueError, match="generator"):
+        build_resp_graph({"reasoner": None, "summarizer": None}, retriever())
+
+
+def test_top_k_limits_documents_and_words_are_counted():
+    graph = build_resp_graph(ScriptedChatModel(Script(judge=("Yes",))), retriever(k=3), top_k=1)
+    state = graph.invoke({"question": QUESTION})
+    assert len(state["retrieved"][0]) == 1
+    assert state["retrieved_words"] == len(DOCS[0].page_content.split())
+
+
+def test_stream_yields_node_updates_in_order():
+    graph = build_resp_graph(ScriptedChatModel(Script(judge=("No", "Yes"))), retriever())
+    nodes = [next(iter(update)) for update in graph.stream({"question": QUESTION}, stream_mode="updates")]
+    assert nodes == ["retrieve", "summarize", "judge", "plan", "retrieve", "summarize", "judge", "generate"]
+
+
+def test_checkpointer_interrupt_and_resume():
+    script = Script(judge=("No", "Yes"))
+    graph = build_resp_graph(
+        ScriptedChatModel(script), retriever(), checkpointer=InMemorySaver(), interrupt_before=["plan"]
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = graph.invoke({"question": QUESTION}, config)
+    assert "answer" not in paused and graph.get_state(config).next == ("plan",)
+    final = graph.invoke(None, config)
+    assert final["answer"] == "Dunmere" and final["iterations"] == 2
+
+
+def test_combined_memory_format():
+    assert combined_memory([], []) == "None"
+    text = combined_memory(["a"], [{"sub_question": "q", "answer": "b"}])
+    assert text == "[Global evidence memory]\n- a\n[Local pathway memory]\n- Sub-question: q Answer: b"

@@ -1,0 +1,54 @@
+"""ReSP prompts, verbatim from Table 1 of Jiang et al., "Retrieve, Summarize, Plan" (2024).
+
+Placeholders: ``question`` (the overarching question), ``sub_question``, ``memory`` (the combined
+global evidence and local pathway memory queues) and ``docs`` (one round's retrieved documents).
+The Local Pathway prompt's "Known information" receives the retrieved documents: Algorithm 1
+calls it as LLM_Sum([q, D_q], Prompt_local) and §4.1 says the summarizer answers the
+sub-question "based on the retrieved documents".
+"""
+
+JUDGE = (
+    "Judging based solely on the current known information and without allowing for inference, "
+    "are you able to completely and accurately respond to the question {question}? \n"
+    "Known information: {memory}. \n"
+    'If you can, please reply with "Yes" directly; if you cannot and need more information, '
+    'please reply with "No" directly.'
+)
+"""Reasoner, Judge (Table 1)."""
+
+PLAN = (
+    "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop "
+    "reasoning across multiple documents. Please understand the information gap between the currently "
+    "known information and the target problem.Your task is to generate one thought in the form of "
+    "question for next retrieval step directly. DON'T generate the whole thoughts at once!\n "
+    "DON'T generate thought which has been retrieved.\n "
+    "[Known information]: {memory}\n[Target question]: {question}\n[You Thought]:"
+)
+"""Reasoner, Plan (Table 1; "You Thought" is the paper's spelling)."""
+
+GLOBAL_EVIDENCE = (
+    "Passages: {docs}\n"
+    "Your job is to act as a professional writer. You will write a good-quality passage that can support "
+    "the given prediction about the question only based on the information in the provided supporting "
+    "passages. Now, let's start. After you write, please write [DONE] to indicate you are done. Do not "
+    'write a prefix (e.g., "Response:") while writing a passage.\n'
+    "Question:{question}\nPassage:"
+)
+"""Summarizer, Global Evidence (Table 1)."""
+
+LOCAL_PATHWAY = (
+    "Judging based solely on the current known information and without allowing for inference, are you "
+    "able to respond completely and accurately to the question {sub_question}? \n"
+    "Known information: {docs}. "
+    'If yes, please reply with "Yes", followed by an accurate response to the question {sub_question}, '
+    'without restating the question; if no, please reply with "No" directly.'
+)
+"""Summarizer, Local Pathway (Table 1)."""
+
+GENERATE = (
+    "Answer the question based on the given reference.\n"
+    "Only give me the answer and do not output any other words.\n"
+    "The following are given reference: {memory}\n"
+    "Question: {question}"
+)
+"""Generator, Response Generation (Table 1)."""
