@@ -1,0 +1,241 @@
+"""SiReRAG with deterministic fakes: grouping, trees, pool, ablations, persistence, cache."""
+
+import json
+import re
+
+import pytest
+
+from integrations_tests.fakes import HashEmbedding, ScriptedLLM
+from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
+from llama_index_sirerag.propositions import Proposition
+from multihop_rag.cache import LLMCache
+from multihop_rag.corpus import load_documents
+from multihop_rag.structured import parse_json
+
+DEMO = "multihop_rag/data/demo_corpus.jsonl"
+
+
+def prop(pid, chunk, order, text, *entities):
+    return Proposition(pid, chunk, order, text, tuple(entities))
+
+
+def test_grouping_keeps_document_blocks_in_order_and_matches_case_insensitively():
+    props = [
+        prop("p3", "c2", (1, 0), "Velmora hosts a festival.", "velmora"),
+        prop("p1", "c1", (0, 0), "Velmora lies on the Orrin.", "Velmora", "Orrin River"),
+        prop("p2", "c1", (0, 1), "The Orrin flows to Lake Ismay.", "Orrin River", "Lake Ismay"),
+        prop("p4", "c3", (2, 0), "The Orrin is 412 km long.", "ORRIN  river"),
+    ]
+    aggs = {a.entities[0]: a for a in group_aggregates(props)}
+    assert aggs["Velmora"].proposition_ids == ["p1", "p3"]
+    assert aggs["Velmora"].text == "Velmora lies on the Orrin.\nVelmora hosts a festival."
+    assert aggs["Orrin River"].proposition_ids == ["p1", "p2", "p4"]
+
+
+def test_entityless_propositions_are_dropped_and_singletons_follow_the_rule():
+    props = [
+        prop("p1", "c1", (0, 0), "Drug sales are high.", ),
+        prop("p2", "c1", (0, 1), "Kesh Bridge spans the Orrin.", "Kesh Bridge", "Orrin"),
+        prop("p3", "c2", (1, 0), "The Orrin ends in Lake Ismay.", "Orrin"),
+        prop("p4", "c3", (2, 0), "Mount Ardun is 3,120 m high.", "Mount Ardun"),
+    ]
+    aggs = group_aggregates(props)
+    texts = [a.text for a in aggs]
+    assert not any("Drug" in t for t in texts)
+    # "Kesh Bridge" has one proposition that also lives in the Orrin aggregate: dropped.
+    assert all(a.entities != ["Kesh Bridge"] for a in aggs)
+    # "Mount Ardun"'s single proposition lives nowhere else: kept.
+    assert ["Mount Ardun"] in [a.entities for a in aggs]
+
+
+def test_identical_aggregates_are_kept_once_with_both_entities():
+    props = [
+        prop("p1", "c1", (0, 0), "Ismay II founded the Academy.", "Ismay II", "Royal Academy"),
+        prop("p2", "c1", (0, 1), "The Academy was founded in 1735 by Ismay II.", "Ismay II", "Royal Academy"),
+    ]
+    aggs = group_aggregates(props)
+    assert len(aggs) == 1 and aggs[0].entities == ["Ismay II", "Royal Academy"]
+
+
+def fake_llm(fail_chunks: tuple[str, ...] = (), fail_summaries: bool = False):
+    """Facts = sentences, entities = capitalised words; summaries = the first sentence of each text."""
+
+    def respond(prompt: str) -> str:
+        if prompt.startswith("Extract all facts"):
+            paragraph = prompt.rsplit("Paragraph:", 1)[1].rsplit("Output:", 1)[0].strip()
+            if any(word in paragraph for word in fail_chunks):
+                return "I cannot do that."
+            facts = []
+            for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
+                entities = sorted(set(re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*", sentence)) - {"The", "It", "Its", "In", "He", "She"})
+                facts.append({"fact": sentence, "entities": entities})
+            return json.dumps({"facts": facts})
+        if "Summarize the provided text" in prompt:
+            if fail_summaries:
+                return ""
+            context = prompt.split("---------------------")[1].strip()
+            return "Summary: " + " ".join(line.split(".")[0] for line in context.splitlines()[:3] if line)
+        raise AssertionError(prompt[:200])
+
+    return ScriptedLLM(respond)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return [p.to_llama_index() for p in load_documents(DEMO)]
+
+
+def build(docs, tmp_path, **config):
+    llm = fake_llm()
+    index = SiReRAGIndex.from_documents(
+        docs, llm=llm, embed_model=HashEmbedding(), config=SiReRAGConfig(**config), show_progress=False,
+        cache=tmp_path / "calls.sqlite",
+    )
+    return index, llm
+
+
+@pytest.fixture(scope="module")
+def default_index(docs, tmp_path_factory):
+    index, _ = build(docs, tmp_path_factory.mktemp("sirerag"))
+    return index
+
+
+def kinds(index):
+    return {(n.tree, n.level, n.kind) for n in index.nodes.values()}
+
+
+def test_pool_holds_both_trees_with_consistent_links(default_index):
+    index = default_index
+    k = kinds(index)
+    assert ("similarity", 0, "chunk") in k and ("similarity", 1, "summary") in k
+    assert ("relatedness", 0, "aggregate") in k and ("relatedness", 1, "summary") in k
+    assert not any(kind == "proposition" for _, _, kind in k)
+    for node in index.nodes.values():
+        for child in node.children:
+            assert node.id in index.nodes[child].parents
+            assert index.nodes[child].level == node.level - 1 and index.nodes[child].tree == node.tree
+        assert node.level <= 3
+    stats = index.stats()
+    assert stats["chunks"] == 15 and stats["aggregates"] > 0 and stats["entities"] > 0
+    assert stats["propositions_per_entity"]["max"] >= stats["propositions_per_entity"]["avg"] >= 1
+    assert stats["pool_size"] == len(index.nodes) == index.vector_store._collection.count()
+    assert stats["llm"]["calls"] > 15 and stats["skipped_chunks"] == 0
+
+
+def test_retriever_returns_k_nodes_from_both_trees(default_index):
+    index = default_index
+    hits = index.as_retriever(similarity_top_k=20).retrieve("Which river flows under the Kesh Bridge?")
+    assert len(hits) == 20
+    assert {h.node.metadata["tree"] for h in hits} == {"similarity", "relatedness"}
+    only = index.as_retriever(similarity_top_k=5, tree="relatedness").retrieve("Orrin River")
+    assert len(only) == 5 and all(h.node.metadata["tree"] == "relatedness" for h in only)
+
+
+async def test_retriever_and_query_engine_work_inside_a_running_event_loop(default_index):
+    index = default_index
+    retriever = index.as_retriever(similarity_top_k=3)
+    assert len(await retriever.aretrieve("Velmora")) == 3
+    assert len(retriever.retrieve("Velmora")) == 3  # sync call inside a loop: no asyncio.run inside
+    engine = index.as_query_engine(similarity_top_k=3, llm=ScriptedLLM(lambda p: "Orrin River"))
+    response = await engine.aquery("Which river?")
+    assert str(response) == "Orrin River" and len(response.source_nodes) == 3
+
+
+def test_query_engine_uses_the_papers_instruction(default_index):
+    index = default_index
+    answerer = ScriptedLLM(lambda p: "Lake Ismay")
+    index.as_query_engine(similarity_top_k=2, llm=answerer).query("Where does the Orrin end?")
+    assert "Where does the Orrin end? Answer this question in as fewer number of words as possible." in answerer.prompts[0]
+
+
+@pytest.mark.parametrize(
+    ("config", "present", "absent"),
+    [
+        ({"relatedness": False}, {("similarity", 1, "summary")}, {("relatedness", 0, "aggregate")}),
+        ({"relatedness_summaries": False}, {("relatedness", 0, "aggregate")}, {("relatedness", 1, "summary")}),
+        ({"index_propositions": True}, {("relatedness", 0, "proposition"), ("relatedness", 0, "aggregate")}, set()),
+        (
+            {"index_propositions": True, "aggregates": False},
+            {("relatedness", 0, "proposition"), ("relatedness", 1, "summary")},
+            {("relatedness", 0, "aggregate")},
+        ),
+        (
+            {"index_propositions": True, "aggregates": False, "relatedness_summaries": False},
+            {("relatedness", 0, "proposition")},
+            {("relatedness", 0, "aggregate"), ("relatedness", 1, "summary")},
+        ),
+        ({"dual_clustering_on_chunks": True}, {("similarity", 1, "summary")}, {("relatedness", 0, "aggregate")}),
+    ],
+    ids=["raptor", "A-no-rel-summary", "B-plus-propositions", "C-no-aggregates", "D-no-rel-summary", "E-dual"],
+)
+def test_ablations_change_the_pool_as_table_5_describes(docs, tmp_path, config, present, absent):
+    index, _ = build(docs, tmp_path, **config)
+    k = kinds(index)
+    assert present <= k and not (absent & k)
+
+
+def test_dual_clustering_adds_entity_clusters_to_level_one(docs, tmp_path):
+    raptor, _ = build(docs, tmp_path, relatedness=False)
+    dual, _ = build(docs, tmp_path, dual_clustering_on_chunks=True)
+    level1 = lambda idx: sum(1 for n in idx.nodes.values() if n.level == 1)  # noqa: E731
+    assert level1(dual) > level1(raptor)
+
+
+def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
+    llm = fake_llm(fail_chunks=("Ardun",))
+    index = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=HashEmbedding(), show_progress=False, cache=False)
+    stats = index.stats()
+    assert stats["skipped_chunks"] == 1  # only the Greyfell Mountains passage names Mount Ardun
+    assert stats["structured_output"]["failed"] == 1
+    assert stats["chunks"] == 15  # the chunk itself is still indexed in the similarity tree
+
+
+def test_failed_summaries_are_not_indexed(docs, tmp_path):
+    index = SiReRAGIndex.from_documents(
+        docs, llm=fake_llm(fail_summaries=True), embed_model=HashEmbedding(), show_progress=False, cache=False
+    )
+    assert not any(n.kind == "summary" for n in index.nodes.values())
+    assert index.stats()["failed_summaries"] > 0
+    assert all("Empty Response" not in n.text for n in index.nodes.values())
+
+
+def test_second_build_is_answered_from_the_cache(docs, tmp_path):
+    first, llm1 = build(docs, tmp_path)
+    second, llm2 = build(docs, tmp_path)
+    assert len(llm2.prompts) == 0 and second.stats()["llm"]["cache_hits"] == first.stats()["llm"]["calls"]
+    assert set(second.nodes) == set(first.nodes)
+
+
+def test_persist_and_reload_round_trip(default_index, tmp_path):
+    index = default_index
+    index.persist(tmp_path / "idx")
+    again = SiReRAGIndex.from_persist_dir(tmp_path / "idx", llm=fake_llm(), embed_model=HashEmbedding(), cache=False)
+    assert set(again.nodes) == set(index.nodes) and again.stats() == index.stats()
+    assert again.vector_store._collection.count() == len(index.nodes)
+    query = "Who designed the Kesh Bridge?"
+    assert [h.node.node_id for h in again.as_retriever(5).retrieve(query)] == [
+        h.node.node_id for h in index.as_retriever(5).retrieve(query)
+    ]
+    with pytest.raises(FileNotFoundError):
+        SiReRAGIndex.from_persist_dir(tmp_path / "nothing", llm=fake_llm(), embed_model=HashEmbedding())
+
+
+def test_insert_adds_documents_and_keeps_the_store_in_sync(docs, tmp_path):
+    index, _ = build(docs[:8], tmp_path)
+    before = index.stats()["chunks"]
+    index.insert(docs[8:], show_progress=False)
+    assert index.stats()["chunks"] == before + len(docs[8:])
+    assert index.vector_store._collection.count() == len(index.nodes)
+
+
+def test_empty_corpus_is_refused():
+    with pytest.raises(ValueError, match="at least one document"):
+        SiReRAGIndex.from_documents([], llm=fake_llm(), embed_model=HashEmbedding())
+
+
+def test_langchain_adapter_returns_documents_with_tree_metadata(default_index):
+    index = default_index
+    lc = index.as_retriever(similarity_top_k=4).as_langchain()
+    found = lc.invoke("Kesh Bridge")
+    assert len(found) == 4 and all(d.metadata["tree"] in {"similarity", "relatedness"} for d in found)
+    assert len(lc.invoke("Kesh Bridge", k=2)) == 2

@@ -1,0 +1,159 @@
+"""Propositions and entities from chunks (§4.2, Figure 7) and their proposition aggregates.
+
+Grouping follows the authors' notebooks: an entity's key is its lower-cased name (exact match),
+propositions without entities are dropped, an entity's propositions are concatenated in corpus
+order (so those of one document stay together and in order), a single-proposition aggregate
+whose proposition also belongs to another aggregate is dropped, and identical aggregates are
+kept once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+
+from llama_index.core.llms.llm import LLM
+from pydantic import BaseModel, Field, create_model
+from tqdm.auto import tqdm
+
+from llama_index_sirerag import prompts
+from multihop_rag.structured import StructuredStats, generate_json
+
+__all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Proposition:
+    """A factual statement from one chunk and the named entities it mentions."""
+
+    id: str
+    chunk_id: str
+    order: tuple[int, int]
+    """(chunk position in the corpus, position in the chunk): corpus order."""
+    text: str
+    entities: tuple[str, ...]
+
+
+@dataclass
+class Aggregate:
+    """The propositions sharing one entity (or several, when their aggregates are identical)."""
+
+    id: str
+    entities: list[str]
+    proposition_ids: list[str]
+    text: str
+    chunk_ids: list[str] = field(default_factory=list)
+
+
+def entity_key(name: str) -> str:
+    """Exact-match key of an entity: lower case, single spaces (the authors' ``ent.lower()``)."""
+    return " ".join(name.lower().split())
+
+
+@cache
+def facts_schema(max_facts: int, max_entities: int) -> type[BaseModel]:
+    """The JSON schema of Figure 7's output, with bounded arrays for constrained decoding."""
+    fact = create_model(
+        "Fact", fact=(str, ...), entities=(list[str], Field(default_factory=list, max_length=max_entities))
+    )
+    return create_model("Facts", facts=(list[fact], Field(default_factory=list, max_length=max_facts)))
+
+
+def _proposition_id(chunk_id: str, position: int, text: str) -> str:
+    return "prop-" + hashlib.sha1(f"{chunk_id}\n{position}\n{text}".encode()).hexdigest()[:16]
+
+
+def _rewrite(llm: LLM, previous: str, paragraph: str) -> str:
+    text = llm.complete(prompts.COREFERENCE.format(previous=previous or "(none)", paragraph=paragraph)).text.strip()
+    return text or paragraph
+
+
+def extract_propositions(
+    llm: LLM,
+    chunks: Sequence[tuple[str, str, str]],
+    *,
+    max_facts: int = 30,
+    max_entities: int = 10,
+    coreference_rewrite: bool = False,
+    workers: int = 4,
+    stats: StructuredStats | None = None,
+    show_progress: bool = True,
+) -> tuple[list[Proposition], list[str]]:
+    """Propositions of ``chunks`` (``(chunk_id, document_id, text)``) in corpus order, and skipped chunk ids.
+
+    A chunk whose answer never parses as JSON is skipped (warned, counted in ``stats``).
+    """
+    schema = facts_schema(max_facts, max_entities)
+    previous_in_doc = {}
+    for i, (chunk_id, doc_id, _) in enumerate(chunks):
+        if i and chunks[i - 1][1] == doc_id:
+            previous_in_doc[chunk_id] = chunks[i - 1][2]
+
+    def one(item: tuple[int, tuple[str, str, str]]):
+        index, (chunk_id, _, text) = item
+        if coreference_rewrite:
+            text = _rewrite(llm, previous_in_doc.get(chunk_id, ""), text)
+        return generate_json(
+            llm, prompts.PROPOSITIONS.format(paragraph=text), schema, stats=stats, what=f"propositions of chunk {chunk_id}"
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        answers = list(
+            tqdm(pool.map(one, enumerate(chunks)), total=len(chunks), desc="propositions", disable=not show_progress)
+        )
+    propositions, skipped = [], []
+    for index, ((chunk_id, _, _), answer) in enumerate(zip(chunks, answers)):
+        if answer is None:
+            skipped.append(chunk_id)
+            continue
+        for position, fact in enumerate(answer.facts):
+            text = fact.fact.strip()
+            if not text:
+                continue
+            entities = tuple(dict.fromkeys(e.strip() for e in fact.entities if e and e.strip()))
+            propositions.append(
+                Proposition(_proposition_id(chunk_id, position, text), chunk_id, (index, position), text, entities)
+            )
+    return propositions, skipped
+
+
+def group_aggregates(propositions: Sequence[Proposition]) -> list[Aggregate]:
+    """Proposition aggregates: one per entity, in order of first mention, after the singleton rule."""
+    ordered = sorted(propositions, key=lambda p: p.order)
+    by_entity: dict[str, list[Proposition]] = {}
+    names: dict[str, str] = {}
+    for prop in ordered:
+        for name in prop.entities:
+            key = entity_key(name)
+            if not key:
+                continue
+            members = by_entity.setdefault(key, [])
+            if not members or members[-1].id != prop.id:
+                members.append(prop)
+            names.setdefault(key, name.strip())
+    memberships: dict[str, int] = {}
+    for members in by_entity.values():
+        for prop in members:
+            memberships[prop.id] = memberships.get(prop.id, 0) + 1
+    aggregates: dict[str, Aggregate] = {}
+    for key, members in by_entity.items():
+        if len(members) == 1 and memberships[members[0].id] > 1:
+            continue  # its only proposition lives in another aggregate too
+        text = "\n".join(p.text for p in members)
+        if text in aggregates:
+            aggregates[text].entities.append(names[key])
+            continue
+        aggregates[text] = Aggregate(
+            id="agg-" + hashlib.sha1(text.encode()).hexdigest()[:16],
+            entities=[names[key]],
+            proposition_ids=[p.id for p in members],
+            text=text,
+            chunk_ids=list(dict.fromkeys(p.chunk_id for p in members)),
+        )
+    return list(aggregates.values())
