@@ -331,15 +331,27 @@ class SiReRAGIndex:
         """Table 3's figures, the pool by tree and level, LLM calls and tokens, timings of the last build."""
         return json.loads(json.dumps(self._stats))
 
-    def as_retriever(self, similarity_top_k: int = 20, tree: str | None = None) -> SiReRAGRetriever:
-        """Top-k over the whole pool (§5.4: k = 20), or over one ``tree``."""
-        return SiReRAGRetriever(index=self.vector_index, similarity_top_k=similarity_top_k, tree=tree)
+    def as_retriever(
+        self, similarity_top_k: int = 20, tree: str | None = None, kind: str | None = None
+    ) -> SiReRAGRetriever:
+        """Top-k over the whole pool (§5.4: k = 20), or over one ``tree`` or ``kind`` of node."""
+        return SiReRAGRetriever(index=self.vector_index, similarity_top_k=similarity_top_k, tree=tree, kind=kind)
 
-    def as_query_engine(self, similarity_top_k: int = 20, llm: LLM | None = None, **kwargs: Any) -> RetrieverQueryEngine:
+    def as_query_engine(
+        self,
+        similarity_top_k: int = 20,
+        llm: LLM | None = None,
+        tree: str | None = None,
+        kind: str | None = None,
+        **kwargs: Any,
+    ) -> RetrieverQueryEngine:
         """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4)."""
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
         return RetrieverQueryEngine.from_args(
-            self.as_retriever(similarity_top_k), llm=llm or self.llm, text_qa_template=template, **kwargs
+            self.as_retriever(similarity_top_k, tree=tree, kind=kind),
+            llm=llm or self.llm,
+            text_qa_template=template,
+            **kwargs,
         )
 
     def children(self, node_id_: str) -> list[TreeNode]:

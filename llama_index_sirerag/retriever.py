@@ -13,16 +13,29 @@ __all__ = ["SiReRAGRetriever"]
 
 
 class SiReRAGRetriever(BaseRetriever):
-    """Embedding top-k over the SiReRAG pool ("collapsed" retrieval), optionally one tree only."""
+    """Embedding top-k over the SiReRAG pool ("collapsed" retrieval).
 
-    def __init__(self, index: VectorStoreIndex, similarity_top_k: int = 20, tree: str | None = None, **kwargs):
+    ``tree`` (``similarity``/``relatedness``) or ``kind`` (``chunk``, ``summary``, ``aggregate``,
+    ``proposition``) narrow the pool: ``kind="chunk"`` is plain dense retrieval over the chunks.
+    """
+
+    def __init__(
+        self,
+        index: VectorStoreIndex,
+        similarity_top_k: int = 20,
+        tree: str | None = None,
+        kind: str | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self._index = index
         self.similarity_top_k = similarity_top_k
         self.tree = tree
+        self.kind = kind
 
     def _inner(self, k: int | None = None):
-        filters = MetadataFilters(filters=[MetadataFilter(key="tree", value=self.tree)]) if self.tree else None
+        wanted = [MetadataFilter(key=key, value=value) for key, value in (("tree", self.tree), ("kind", self.kind)) if value]
+        filters = MetadataFilters(filters=wanted) if wanted else None
         return self._index.as_retriever(similarity_top_k=k or self.similarity_top_k, filters=filters)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -33,7 +46,7 @@ class SiReRAGRetriever(BaseRetriever):
 
     def as_retriever(self, similarity_top_k: int | None = None) -> SiReRAGRetriever:
         """A copy returning ``similarity_top_k`` nodes (lets LangChain's ``k`` reach it)."""
-        return SiReRAGRetriever(self._index, similarity_top_k or self.similarity_top_k, self.tree)
+        return SiReRAGRetriever(self._index, similarity_top_k or self.similarity_top_k, self.tree, self.kind)
 
     def as_langchain(self, k: int | None = None) -> LlamaIndexRetriever:
         """This retriever as a LangChain ``BaseRetriever`` (e.g. for ReSP or HiRAG)."""

@@ -239,3 +239,8 @@ def test_langchain_adapter_returns_documents_with_tree_metadata(default_index):
     found = lc.invoke("Kesh Bridge")
     assert len(found) == 4 and all(d.metadata["tree"] in {"similarity", "relatedness"} for d in found)
     assert len(lc.invoke("Kesh Bridge", k=2)) == 2
+
+
+def test_kind_filter_gives_plain_chunk_retrieval(default_index):
+    hits = default_index.as_retriever(similarity_top_k=6, kind="chunk").retrieve("Orrin River")
+    assert len(hits) == 6 and {h.node.metadata["kind"] for h in hits} == {"chunk"}
