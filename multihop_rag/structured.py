@@ -144,20 +144,12 @@ def _give_up(what: str, error: str, text: str, stats: StructuredStats | None) ->
     log.warning("structured output: gave up on %s after retries (%s); answer began %r", what, error, text[:120])
 
 
-def generate_json(
-    llm: AnyLLM,
-    prompt: str,
-    schema: type[T],
-    *,
-    retries: int = 2,
-    stats: StructuredStats | None = None,
-    what: str = "a JSON answer",
-) -> T | None:
-    """Ask ``llm`` for JSON matching ``schema``; ``None`` (counted, logged) if it never comes."""
+def _json_dialogue(prompt: str, schema: type[T], retries: int, stats: StructuredStats | None, what: str):
+    """The retry ladder as a generator: yields prompts to send, receives answers, returns the value."""
     json_schema = schema.model_json_schema()
     ask, error, text = prompt, "", ""
     for attempt in range(retries + 1):
-        text = _call(llm, ask, json_schema)
+        text = yield ask
         try:
             value, repaired = parse_json(text, schema)
         except ValueError as exc:
@@ -168,6 +160,25 @@ def generate_json(
         return value
     _give_up(what, error, text, stats)
     return None
+
+
+def generate_json(
+    llm: AnyLLM,
+    prompt: str,
+    schema: type[T],
+    *,
+    retries: int = 2,
+    stats: StructuredStats | None = None,
+    what: str = "a JSON answer",
+) -> T | None:
+    """Ask ``llm`` for JSON matching ``schema``; ``None`` (counted, logged) if it never comes."""
+    dialogue, json_schema = _json_dialogue(prompt, schema, retries, stats, what), schema.model_json_schema()
+    ask = next(dialogue)
+    while True:
+        try:
+            ask = dialogue.send(_call(llm, ask, json_schema))
+        except StopIteration as done:
+            return done.value
 
 
 async def agenerate_json(
@@ -180,20 +191,13 @@ async def agenerate_json(
     what: str = "a JSON answer",
 ) -> T | None:
     """Async :func:`generate_json`."""
-    json_schema = schema.model_json_schema()
-    ask, error, text = prompt, "", ""
-    for attempt in range(retries + 1):
-        text = await _acall(llm, ask, json_schema)
+    dialogue, json_schema = _json_dialogue(prompt, schema, retries, stats, what), schema.model_json_schema()
+    ask = next(dialogue)
+    while True:
         try:
-            value, repaired = parse_json(text, schema)
-        except ValueError as exc:
-            error = str(exc)
-            ask = _retry_prompt(prompt, json_schema, error)
-            continue
-        _record("retried" if attempt else "repaired" if repaired else "first_try", stats)
-        return value
-    _give_up(what, error, text, stats)
-    return None
+            ask = dialogue.send(await _acall(llm, ask, json_schema))
+        except StopIteration as done:
+            return done.value
 
 
 def parse_label(text: str, labels: Sequence[str]) -> str | None:
