@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.messages import AIMessage
@@ -45,6 +46,19 @@ class HashEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._vector(query)
+
+
+class HashEmbeddings(Embeddings):
+    """:class:`HashEmbedding` for LangChain."""
+
+    def __init__(self, dim: int = 64):
+        self._model = HashEmbedding(dim=dim)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._model._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._model._vector(text)
 
 
 class ScriptedLLM(CustomLLM):

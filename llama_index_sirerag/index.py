@@ -42,8 +42,7 @@ from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import Aggregate, entity_key, extract_propositions, group_aggregates
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeNode, build_tree, node_id
-from multihop_rag import bundled
-from multihop_rag.cache import CachedLLM, LLMCache, Usage
+from multihop_rag.cache import CachedLLM, LLMCache, Usage, cached_llm
 from multihop_rag.clustering import cluster
 from multihop_rag.stores import chroma_vector_store
 from multihop_rag.structured import StructuredStats
@@ -54,15 +53,6 @@ __all__ = ["SiReRAGIndex"]
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-
-
-def _cached(llm: LLM, cache: bool | str | Path | LLMCache | None) -> LLM:
-    if isinstance(llm, CachedLLM) or not cache:
-        return llm
-    store = cache if isinstance(cache, LLMCache) else LLMCache(
-        bundled.cache_dir() / "llm_calls.sqlite" if cache is True else cache
-    )
-    return CachedLLM(inner=llm, cache=store)
 
 
 def _text_node(node: TreeNode) -> TextNode:
@@ -133,7 +123,7 @@ class SiReRAGIndex:
             nodes={},
             documents=[],
             vector_store=vector_store or chroma_vector_store(None, f"sirerag-{uuid.uuid4().hex[:8]}"),
-            llm=_cached(llm, cache),
+            llm=cached_llm(llm, cache),
             embed_model=embed_model,
             config=config,
             stats={},
@@ -414,7 +404,7 @@ class SiReRAGIndex:
             nodes=nodes,
             documents=documents,
             vector_store=store,
-            llm=_cached(llm, cache),
+            llm=cached_llm(llm, cache),
             embed_model=embed_model,
             config=SiReRAGConfig(**meta["config"]),
             stats=meta["stats"],

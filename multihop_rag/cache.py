@@ -39,7 +39,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
-__all__ = ["LLMCache", "CachedLLM", "SQLiteChatCache", "Usage", "cache_key"]
+__all__ = ["LLMCache", "CachedLLM", "SQLiteChatCache", "Usage", "cache_key", "cached_llm"]
 
 
 def cache_key(model: str, payload: Any, params: dict[str, Any] | None = None) -> str:
@@ -239,3 +239,16 @@ class SQLiteChatCache(BaseCache):
 
     def clear(self, **kwargs: Any) -> None:
         self.store.clear()
+
+
+def cached_llm(llm: LLM, cache: bool | str | Path | LLMCache | None) -> LLM:
+    """``llm`` behind an :class:`LLMCache`: ``True`` the shared ~/.cache/multihop-rag/llm_calls.sqlite,
+    a path another file, an ``LLMCache`` itself; ``False``/``None`` (or an already cached LLM) unchanged."""
+    if isinstance(llm, CachedLLM) or not cache:
+        return llm
+    from multihop_rag import bundled
+
+    store = cache if isinstance(cache, LLMCache) else LLMCache(
+        bundled.cache_dir() / "llm_calls.sqlite" if cache is True else cache
+    )
+    return CachedLLM(inner=llm, cache=store)

@@ -1,0 +1,105 @@
+"""HiRAG vs dense top-5 RAG on the same corpus, model and embeddings; and HiRAG's Retriever+Filter
+as a plug-in (§6.5, Table 6) on gold single-hop questions.
+
+The corpus is the pool of candidate passages of the first ``--pool`` dev questions (DESIGN.md); the
+first ``--limit`` questions are answered. Prints markdown tables: EM and F1 with 95% bootstrap
+intervals, seconds and LLM calls per question, sub-questions per question, how sub-questions were
+answered (retrieval / internal knowledge / rewrite / gave up) and attempts per sub-question; for
+the plug-in, whether the one returned document contains the gold object (vs dense top-1).
+
+    python benchmarks/bench_hirag.py --dataset 2wikimultihopqa --limit 10 --llm llamacpp:default
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from collections import Counter
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph  # noqa: E402
+from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
+from multihop_rag.corpus import load_pooled  # noqa: E402
+from multihop_rag.metrics import bootstrap_ci, exact_match, f1_score  # noqa: E402
+from multihop_rag.naive import ANSWER_PROMPT  # noqa: E402
+
+
+def ci(values: list[float]) -> str:
+    mean, low, high = bootstrap_ci(values)
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="2wikimultihopqa")
+    parser.add_argument("--llm", default="llamacpp:default")
+    parser.add_argument("--embed", default="st:default")
+    parser.add_argument("--pool", type=int, default=30, help="dev questions whose candidates form the corpus")
+    parser.add_argument("--limit", type=int, default=10, help="questions answered")
+    parser.add_argument("--plugin", type=int, default=10, help="gold single-hop questions for the plug-in test")
+    args = parser.parse_args()
+    llm = chat_model(args.llm, max_tokens=256)
+    passages, questions = load_pooled(args.dataset, args.pool)
+    started = time.perf_counter()
+    corpus = HierarchicalCorpus.from_documents(passages, langchain_embeddings(args.embed))
+    build_seconds = time.perf_counter() - started
+    graph = build_hirag_graph(llm, corpus)
+
+    rows: dict[str, dict[str, list[float]]] = {"dense top-5 RAG": {}, "HiRAG": {}}
+    sources: Counter[str] = Counter()
+    attempts: list[int] = []
+    for q in questions[: args.limit]:
+        started = time.perf_counter()
+        context = "\n\n".join(d.page_content for d in corpus.search(q.question, 5))
+        answer = llm.invoke(ANSWER_PROMPT.format(context_str=context, query_str=q.question)).text.strip()
+        for key, value in (("em", exact_match(answer, q.answers)), ("f1", f1_score(answer, q.answers)),
+                           ("seconds", time.perf_counter() - started), ("calls", 1), ("subq", 0)):
+            rows["dense top-5 RAG"].setdefault(key, []).append(value)
+
+        started = time.perf_counter()
+        state = graph.invoke({"question": q.question})
+        seconds = time.perf_counter() - started
+        for key, value in (("em", exact_match(state["answer"], q.answers)), ("f1", f1_score(state["answer"], q.answers)),
+                           ("seconds", seconds), ("calls", state["llm_calls"]), ("subq", len(state["sub_questions"]))):
+            rows["HiRAG"].setdefault(key, []).append(value)
+        sources.update(t["source"] for t in state["trace"])
+        attempts.extend(len(t["attempts"]) for t in state["trace"] if t["attempts"])
+        print(f"  {q.id}: gold={q.answers[0]!r} hirag={state['answer']!r} dense={answer[:60]!r} "
+              f"sub-questions={len(state['sub_questions'])} ({state['stop_reason']}) {seconds:.0f}s", flush=True)
+
+    plugin = HiRAGRetriever(llm=llm, corpus=corpus)
+    hits: dict[str, list[float]] = {"dense top-1": [], "HiRAG Retriever+Filter": []}
+    singles = [(s, r, o) for q in questions for s, r, o in q.meta.get("evidences", [])][: args.plugin]
+    for subject, relation, obj in singles:
+        query = f"What is the {relation} of {subject}?"
+        dense = corpus.search(query, 1)
+        hits["dense top-1"].append(float(bool(dense) and obj.lower() in dense[0].page_content.lower()))
+        docs = plugin.invoke(query)
+        hits["HiRAG Retriever+Filter"].append(float(bool(docs) and obj.lower() in docs[0].page_content.lower()))
+
+    print(f"\nllm={resolve_llm_spec(args.llm)}, embed={args.embed}, dataset={args.dataset}, pooled corpus of "
+          f"{args.pool} dev questions ({len(passages)} passages, {len(corpus)} titled documents, built in "
+          f"{build_seconds:.0f} s), first {args.limit} answered; HiRAG defaults (th1=1, th2=3, th3=4, m=5, seed=0); "
+          f"{platform.machine()}, {os.cpu_count()} cores\n")
+    print("| method | n | EM [95% CI] | F1 [95% CI] | s/question | LLM calls/question | sub-questions/question |")
+    print("|---|---|---|---|---|---|---|")
+    for method, m in rows.items():
+        n = len(m["f1"])
+        print(f"| {method} | {n} | {ci(m['em'])} | {ci(m['f1'])} | {sum(m['seconds']) / n:.1f} | "
+              f"{sum(m['calls']) / n:.1f} | {sum(m['subq']) / n:.1f} |")
+    total = sum(sources.values()) or 1
+    print("\nSub-questions answered by: " + ", ".join(f"{k} {v} ({v / total:.0%})" for k, v in sources.most_common())
+          + f"; retrieval attempts per retrieved sub-question: {sum(attempts) / max(1, len(attempts)):.2f}")
+    print(f"\nPlug-in (§6.5) on {len(singles)} gold single-hop questions from evidence triples "
+          "(returned document contains the gold object):\n")
+    print("| retriever | answer in returned document |\n|---|---|")
+    for name, values in hits.items():
+        print(f"| {name} | {ci(values)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,429 @@
+"""HiRAG: corpus, hierarchical retrieval, rethink order, rewrite, (t/m)² fallback, decomposition."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from langchain_core.documents import Document
+from langgraph.checkpoint.memory import InMemorySaver
+
+from integrations_tests.fakes import HashEmbeddings, ScriptedChatModel
+from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph, fallback_probability, prompts
+from langgraph_hirag.graph import fallback_draw, tied_titles
+from multihop_rag.corpus import CorpusError, Passage
+from multihop_rag.stores import StoreError
+
+QUESTION = "Where was the designer of the Kesh Bridge born?"
+
+PASSAGES = [
+    ("Kesh Bridge", "The Kesh Bridge is a stone arch bridge over the Sable River."),
+    ("Kesh Bridge", "The Kesh Bridge was designed by Tomas Halvard and opened in 1871."),
+    ("Tomas Halvard", "Tomas Halvard was an engineer of bridges and harbours."),
+    ("Tomas Halvard", "Halvard trained as a mason at the Orrin academy."),
+    ("Tomas Halvard", "Tomas Halvard was born in Dunmere in 1820."),
+    ("Tomas Halvard (painter)", "Tomas Halvard the painter worked in Estmark."),
+    ("Dunmere", "Dunmere is a port town on the Sable River."),
+    ("Franco Rossi (director)", "Franco Rossi directed the film Lantern Road."),
+    ("Lantern Road", "Lantern Road is a 1958 film directed by Franco Rossi."),
+    ("Franco Rossi (footballer)", "Franco Rossi played for Norland United."),
+]
+
+
+def docs() -> list[Document]:
+    return [Document(page_content=text, metadata={"title": title}) for title, text in PASSAGES]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> HierarchicalCorpus:
+    # Neutral profiles, so the knowledge of an attempt differs only by its chunk.
+    profiler = ScriptedChatModel(lambda prompt: "profile")
+    return HierarchicalCorpus.from_documents(docs(), HashEmbeddings(1024), profile_llm=profiler, show_progress=False)
+
+
+def last_field(prompt: str, name: str) -> str:
+    return re.findall(rf"^{name}: (.*)$", prompt, flags=re.MULTILINE)[-1]
+
+
+class Script:
+    """Answers each HiRAG prompt; records which module was called."""
+
+    def __init__(
+        self,
+        sub_questions=("Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"),
+        entities=None,
+        facts=None,
+        internal="I don't know",
+        rewrite="Where was Franco Rossi, the director of Lantern Road, born?",
+    ):
+        self.sub_questions = list(sub_questions)
+        self.entities = entities or {
+            "Who designed the Kesh Bridge?": "Kesh Bridge",
+            "Where was Tomas Halvard born?": "Tomas Halvard",
+        }
+        # sub-question -> (text that must be in the knowledge, answer)
+        self.facts = facts or {
+            "Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard."),
+            "Where was Tomas Halvard born?": ("born in Dunmere", "Tomas Halvard was born in Dunmere."),
+        }
+        self.internal = internal
+        self.rewrite = rewrite
+        self.calls: list[str] = []
+        self.prompts: dict[str, list[str]] = {}
+
+    def _log(self, name: str, prompt: str) -> None:
+        self.calls.append(name)
+        self.prompts.setdefault(name, []).append(prompt)
+
+    def __call__(self, prompt: str) -> str:
+        if "## Background" in prompt:
+            self._log("decompose", prompt)
+            return self.sub_questions.pop(0) if self.sub_questions else "That's enough."
+        if prompt.startswith("Extract the subject entity"):
+            self._log("entity", prompt)
+            return self.entities[last_field(prompt, "Question")]
+        if prompt.startswith("Answer the question with the known information. First analyse the question and the known information, then"):
+            self._log("answer", prompt)
+            question = last_field(prompt, "Question")
+            knowledge = prompt.rsplit("Known information: ", 1)[1]
+            needle, answer = self.facts.get(question, ("\x00", ""))
+            return f"Analysis: looked.\nAnswer: {answer}" if needle in knowledge else "Analysis: nothing.\nAnswer: unknown"
+        if prompt.startswith("Based on the response and the question"):
+            self._log("judge", prompt)
+            return "yes"
+        if prompt.startswith("Answer the question from your own knowledge"):
+            self._log("internal", prompt)
+            return self.internal
+        if prompt.startswith("The question below may name"):
+            self._log("rewrite", prompt)
+            return self.rewrite
+        if prompt.startswith("Answer the question with the known information. First analyse the question and the known information step by step"):
+            self._log("summarize", prompt)
+            return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
+        if prompt.startswith("Based on the input and the question, give the answer"):
+            self._log("extract", prompt)
+            return "Dunmere"
+        raise AssertionError(f"unexpected prompt: {prompt[:80]!r}")
+
+
+def run(corpus, script: Script, question: str = QUESTION, **kwargs):
+    graph = build_hirag_graph(ScriptedChatModel(script), corpus, **kwargs)
+    return graph.invoke({"question": question})
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+
+def test_corpus_merges_passages_sharing_a_title_in_order(corpus):
+    assert len(corpus) == 7
+    halvard = corpus.document("Tomas Halvard")
+    assert halvard.passages == [t for title, t in PASSAGES if title == "Tomas Halvard"]
+    assert len(halvard.chunk_ids) == 3
+
+
+def test_lead_passage_is_the_default_profile():
+    built = HierarchicalCorpus.from_documents(docs(), HashEmbeddings(1024), show_progress=False)
+    assert built.document("Tomas Halvard").profile == "Tomas Halvard was an engineer of bridges and harbours."
+    assert built.profiles == "lead"
+
+
+def test_titles_ranked_by_bm25_and_chunks_by_similarity(corpus):
+    titles = [t for t, _ in corpus.rank_titles("Tomas Halvard")]
+    assert titles[:2] == ["Tomas Halvard", "Tomas Halvard (painter)"]
+    assert corpus.rank_titles("zzz unknown") == []
+    chunks = corpus.rank_chunks("Tomas Halvard", "Where was Tomas Halvard born?")
+    assert chunks[0].page_content == "Tomas Halvard was born in Dunmere in 1820."
+    assert {c.metadata["title"] for c in chunks} == {"Tomas Halvard"} and len(chunks) == 3
+
+
+def test_empty_corpus_is_refused():
+    with pytest.raises(CorpusError, match="no documents"):
+        HierarchicalCorpus.from_documents([Document(page_content="  ")], HashEmbeddings(1024), show_progress=False)
+
+
+def test_passages_are_accepted_and_persist_round_trips(tmp_path):
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
+    built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), show_progress=False)
+    built.persist(tmp_path)
+    loaded = HierarchicalCorpus.load(tmp_path, HashEmbeddings(1024))
+    assert [d.title for d in loaded.documents] == [d.title for d in built.documents]
+    assert loaded.rank_titles("Franco Rossi") == built.rank_titles("Franco Rossi")
+    query = "Where was Tomas Halvard born?"
+    assert [c.page_content for c in loaded.rank_chunks("Tomas Halvard", query)] == [
+        c.page_content for c in built.rank_chunks("Tomas Halvard", query)
+    ]
+    with pytest.raises(StoreError, match="no HiRAG corpus"):
+        HierarchicalCorpus.load(tmp_path / "nothing", HashEmbeddings(1024))
+
+
+def test_tied_titles():
+    ranked = [("Franco Rossi (director)", 0.6), ("Franco Rossi (footballer)", 0.6), ("Rossi Bay", 0.2)]
+    assert tied_titles("Franco Rossi", ranked) == ["Franco Rossi (director)", "Franco Rossi (footballer)"]
+    # Equal up to the disambiguation counts even when BM25 scores differ.
+    assert tied_titles("Tomas Halvard", [("Tomas Halvard", 0.9), ("Tomas Halvard (painter)", 0.7)]) == [
+        "Tomas Halvard",
+        "Tomas Halvard (painter)",
+    ]
+    assert tied_titles("Kesh Bridge", [("Kesh Bridge", 0.9), ("Bridge Street", 0.3)]) == ["Kesh Bridge"]
+    assert tied_titles("x", []) == []
+
+
+# --- the whole graph ---------------------------------------------------------------------------
+
+
+def test_two_hop_question_end_to_end(corpus):
+    script = Script()
+    state = run(corpus, script, th1=2)
+    assert state["answer"] == "Dunmere"
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"]
+    assert state["sub_answers"] == ["The Kesh Bridge was designed by Tomas Halvard.", "Tomas Halvard was born in Dunmere."]
+    assert state["stop_reason"] == "enough"
+    assert [t["source"] for t in state["trace"]] == ["retrieval", "retrieval"]
+    assert state["trace"][1]["attempts"][0]["title"] == "Tomas Halvard"
+    assert script.calls == [
+        "decompose", "entity", "answer", "judge",
+        "decompose", "entity", "answer", "judge",
+        "decompose", "summarize", "extract",
+    ]  # fmt: skip
+    assert state["llm_calls"] == len(script.calls)
+    # The Decomposer sees each sub-answer as the user's reply; the Summarizer sees all of them.
+    assert "Tomas Halvard was born in Dunmere." in script.prompts["decompose"][2]
+    assert "designed by Tomas Halvard" in script.prompts["summarize"][0]
+
+
+def test_chunk_level_rethink_takes_the_next_chunk_of_the_same_document(corpus):
+    sub_question = "What did Tomas Halvard train as?"
+    ranked = corpus.rank_chunks("Tomas Halvard", sub_question)
+    target = ranked[1].page_content
+    script = Script(
+        sub_questions=[sub_question],
+        entities={sub_question: "Tomas Halvard"},
+        facts={sub_question: (target, "He trained as a mason.")},
+    )
+    state = run(corpus, script, th1=2)
+    attempts = state["trace"][0]["attempts"]
+    assert [(a["title"], a["chunk_rank"], a["level"], a["verified"]) for a in attempts] == [
+        ("Tomas Halvard", 0, "first", False),
+        ("Tomas Halvard", 1, "chunk", True),
+    ]
+    assert state["sub_answers"] == ["He trained as a mason."]
+
+
+@pytest.mark.parametrize(
+    ("th2", "th3", "expected"),
+    [
+        # th2 = 3: two chunk-level rethinks, the third failure moves to the next document; th3 = 4 ends it.
+        (3, 4, [(0, 0, "first"), (0, 1, "chunk"), (0, 2, "chunk"), (1, 0, "document")]),
+        # th2 = 2: every second failure moves to the next document.
+        # th2 = 2: every second failure moves to the next document; "Tomas Halvard (painter)" is the
+        # last candidate and has one chunk, so the next failure gives up before th3.
+        (2, 4, [(0, 0, "first"), (0, 1, "chunk"), (1, 0, "document")]),
+        (3, 2, [(0, 0, "first"), (0, 1, "chunk")]),
+    ],
+)
+def test_rethink_order_and_give_up(corpus, th2, th3, expected):
+    sub_question = "What was Tomas Halvard's favourite colour?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Tomas Halvard"}, facts={})
+    state = run(corpus, script, th1=2, th2=th2, th3=th3, m=1000)
+    trace = state["trace"][0]
+    assert [(a["doc_rank"], a["chunk_rank"], a["level"]) for a in trace["attempts"]] == expected
+    assert trace["source"] == "gave_up" and state["sub_answers"] == [""]
+    docs_tried = [trace["candidates"][a["doc_rank"]] for a in trace["attempts"]]
+    assert docs_tried[0] == "Tomas Halvard"
+    # The Decomposer is told the question could not be answered, and may rephrase.
+    assert prompts.NO_ANSWER in script.prompts["decompose"][1]
+
+
+def test_a_document_without_further_chunks_rethinks_at_document_level(corpus):
+    sub_question = "What did Tomas Halvard the painter paint?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Tomas Halvard painter"}, facts={})
+    state = run(corpus, script, th3=4, m=1000)
+    levels = [(a["title"], a["level"]) for a in state["trace"][0]["attempts"]]
+    assert levels[:3] == [
+        ("Tomas Halvard (painter)", "first"),  # its only chunk
+        ("Tomas Halvard", "document"),
+        ("Tomas Halvard", "chunk"),
+    ]
+
+
+def test_tied_titles_trigger_rewrite_with_the_previous_sub_answer(corpus):
+    first, second = "Who directed Lantern Road?", "Where was Franco Rossi born?"
+    script = Script(
+        sub_questions=[first, second],
+        entities={first: "Lantern Road", second: "Franco Rossi"},
+        facts={
+            first: ("directed by Franco Rossi", "Lantern Road was directed by Franco Rossi."),
+            second: ("Lantern Road", "Franco Rossi was born in Verano."),
+        },
+    )
+    state = run(corpus, script)
+    trace = state["trace"][1]
+    assert state["trace"][0]["source"] == "retrieval"
+    assert trace["source"] == "rewrite" and trace["attempts"] == []
+    assert set(trace["tied"]) == {"Franco Rossi (director)", "Franco Rossi (footballer)"}
+    assert trace["rewritten"] == "Where was Franco Rossi, the director of Lantern Road, born?"
+    assert "Lantern Road was directed by Franco Rossi." in script.prompts["rewrite"][0]
+    assert state["sub_answers"][1] == "Franco Rossi was born in Verano."
+
+
+def test_rewrite_falls_back_to_the_original_question(corpus):
+    sub_question = "Where was Franco Rossi born?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Franco Rossi"}, facts={})
+    state = run(corpus, script, question="Where was the Franco Rossi who directed Lantern Road born?")
+    assert "Information: Where was the Franco Rossi who directed Lantern Road born?" in script.prompts["rewrite"][0]
+    assert state["trace"][0]["source"] == "rewrite" and state["sub_answers"] == [""]
+
+
+def test_no_matching_title_goes_to_rewrite(corpus):
+    sub_question = "Who owns Zyxw?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Zyxw"}, facts={})
+    state = run(corpus, script)
+    assert state["trace"][0]["candidates"] == [] and state["trace"][0]["source"] == "rewrite"
+
+
+def test_an_entity_foreign_to_the_sub_question_is_replaced_by_it(corpus):
+    sub_question = "Where was Tomas Halvard born?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Franco Rossi (director)"})
+    state = run(corpus, script, th1=2)
+    trace = state["trace"][0]
+    assert trace["entity"] == sub_question and trace["candidates"][0] == "Tomas Halvard"
+    assert trace["source"] == "retrieval"
+
+
+def test_fallback_draw_matches_eq7_rates():
+    assert [fallback_probability(t, 5) for t in range(6)] == pytest.approx([0, 0.04, 0.16, 0.36, 0.64, 1.0])
+    n = 4000
+    for t in (1, 2, 3, 4):
+        p = fallback_probability(t, 5)
+        rate = sum(fallback_draw(seed, "q", "sub", t) < p for seed in range(n)) / n
+        assert abs(rate - p) < 0.03, (t, rate, p)
+    assert fallback_draw(1, "q", "sub", 2) == fallback_draw(1, "q", "sub", 2)
+
+
+def test_internal_knowledge_fires_at_the_eq7_rate_in_the_graph(corpus):
+    # m = 2: after the first rethink (t = 1) p = 0.25, after the second (t = 2) p = 1; never at t = 0.
+    sub_question = "What was Tomas Halvard's favourite colour?"
+    fired = [0, 0, 0]
+    runs = 200
+    for seed in range(runs):
+        script = Script(sub_questions=[sub_question], entities={sub_question: "Tomas Halvard"}, facts={})
+        state = run(corpus, script, th1=2, th3=3, m=2, seed=seed, max_subquestions=1)
+        for i, attempt in enumerate(state["trace"][0]["attempts"]):
+            fired[i] += attempt["internal"] is not None
+    assert fired[0] == 0 and fired[2] == runs
+    assert abs(fired[1] / runs - 0.25) < 0.08
+
+
+def test_internal_knowledge_answer_is_used_when_verified(corpus):
+    sub_question = "What was Tomas Halvard's favourite colour?"
+    script = Script(
+        sub_questions=[sub_question], entities={sub_question: "Tomas Halvard"}, facts={}, internal="Blue."
+    )
+    state = run(corpus, script, th1=2, m=1)  # p = 1 from the first rethink on
+    trace = state["trace"][0]
+    assert trace["source"] == "internal" and state["sub_answers"] == ["Blue."]
+    assert len(trace["attempts"]) == 2 and trace["attempts"][1]["internal"] == "Blue."
+
+
+def test_same_seed_same_run(corpus):
+    def trace(seed):
+        sub_question = "What was Tomas Halvard's favourite colour?"
+        script = Script(sub_questions=[sub_question], entities={sub_question: "Tomas Halvard"}, facts={})
+        return run(corpus, script, th1=2, m=3, seed=seed)["trace"]
+
+    assert trace(7) == trace(7)
+
+
+# --- decomposition ------------------------------------------------------------------------------
+
+
+def test_decomposition_stops_on_thats_enough_without_retrieval(corpus):
+    script = Script(sub_questions=["That's enough."])
+    state = run(corpus, script)
+    assert state["stop_reason"] == "enough" and state["sub_questions"] == []
+    assert script.calls == ["decompose", "summarize", "extract"]
+    assert "Known information: None" in script.prompts["summarize"][0]
+
+
+def test_decomposition_stops_on_a_repeated_sub_question(corpus):
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "who designed the Kesh Bridge"])
+    state = run(corpus, script)
+    assert state["stop_reason"] == "repeated_sub_question"
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"]
+
+
+def test_decomposition_is_bounded(corpus):
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "Where was Tomas Halvard born?", "More?"])
+    state = run(corpus, script, max_subquestions=2, th1=2)
+    assert state["stop_reason"] == "max_subquestions" and len(state["sub_questions"]) == 2
+    assert script.calls.count("decompose") == 2
+
+
+def test_sub_question_prefixes_are_stripped(corpus):
+    script = Script(sub_questions=["1st Simple Question: Who designed the Kesh Bridge?\nextra"])
+    state = run(corpus, script)
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"]
+
+
+def test_interrupt_and_resume_with_a_checkpointer(corpus):
+    script = Script()
+    graph = build_hirag_graph(
+        ScriptedChatModel(script), corpus, th1=2, checkpointer=InMemorySaver(), interrupt_before=["summarize"]
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = graph.invoke({"question": QUESTION}, config)
+    assert "answer" not in paused and len(paused["sub_answers"]) == 2
+    assert graph.get_state(config).next == ("summarize",)
+    done = graph.invoke(None, config)
+    assert done["answer"] == "Dunmere"
+
+
+def test_bad_thresholds_are_refused(corpus):
+    with pytest.raises(ValueError, match="at least 1"):
+        build_hirag_graph(ScriptedChatModel(Script()), corpus, th3=0)
+
+
+# --- plug-in retriever (§6.5) ---------------------------------------------------------------------
+
+
+def test_retriever_returns_the_verified_chunk(corpus):
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, th1=2)
+    [doc] = retriever.invoke("Where was Tomas Halvard born?")
+    assert "born in Dunmere" in doc.page_content
+    assert doc.metadata["title"] == "Tomas Halvard" and doc.metadata["source"] == "retrieval"
+    assert doc.metadata["answer"] == "Tomas Halvard was born in Dunmere."
+
+
+def test_retriever_returns_nothing_when_every_attempt_fails(corpus):
+    question = "What was Tomas Halvard's favourite colour?"
+    script = Script(entities={question: "Tomas Halvard"}, facts={})
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(script), corpus=corpus, th1=2, m=1000)
+    assert retriever.invoke(question) == []
+
+
+async def test_retriever_async(corpus):
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, th1=2)
+    docs = await retriever.ainvoke("Where was Tomas Halvard born?")
+    assert docs and docs[0].metadata["title"] == "Tomas Halvard"
+
+
+def test_small_model_outputs_are_bounded_by_stop_sequences(corpus):
+    model = ScriptedChatModel(Script())
+    build_hirag_graph(model, corpus, th1=2).invoke({"question": QUESTION})
+    def stop(start: str):
+        return next(kw["stop"] for p, kw in zip(model.prompts, model.calls_kwargs) if p.startswith(start))
+
+    assert stop("Extract the subject entity") == ["\n"]
+    assert stop("## Background") == ["\n"]
+    assert "\nQuestion:" in stop("Answer the question with the known information")
+
+
+def test_an_empty_decomposer_turn_is_asked_again_once(corpus):
+    replies = iter(["", "That's enough."])
+    script = Script()
+
+    def respond(prompt: str) -> str:
+        return next(replies) if "## Background" in prompt else script(prompt)
+
+    state = build_hirag_graph(ScriptedChatModel(respond), corpus).invoke({"question": QUESTION})
+    assert state["stop_reason"] == "enough" and state["llm_calls"] == 2 + 2

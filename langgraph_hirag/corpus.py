@@ -1,0 +1,243 @@
+"""HiRAG's two-level corpus: documents by title (sparse, BM25) and chunks within them (dense).
+
+The paper's Indexed Wikicorpus holds one document per entity, found by matching the entity name
+against titles with BM25 (§3, §4.3 eq. 3); within the chosen document the chunks are ranked by
+dense similarity to the sub-question (eq. 5). The Profile Wikicorpus adds key facts per entity;
+here a document's profile is its lead passage, or a short LLM-written profile on request.
+
+- Passages sharing a title are merged, in order, into one document.
+- Chunks: uniform windows of ``chunk_size`` tokens per passage (§4.3 "split it into uniform
+  chunks"; the authors' code uses ~100-word pieces), stored in any LangChain ``VectorStore``
+  that filters on a ``{"title": …}`` dict — an in-memory Chroma collection by default.
+- Titles: a ``bm25s`` index (stop words removed), saved with bm25s' own non-pickle format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.vectorstores import VectorStore
+from tqdm.auto import tqdm
+
+from multihop_rag.corpus import CorpusError, Passage
+from multihop_rag.stores import StoreError, langchain_chroma
+from multihop_rag.text import chunk_tokens
+
+__all__ = ["HierarchicalCorpus", "TitledDocument", "base_title"]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+COLLECTION = "hirag"
+
+PROFILE_PROMPT = """Write a short profile of "{title}" from the text below: its key facts (dates, places, people, roles) as short "attribute: value" lines. Use only the text.
+
+Text: {text}
+
+Profile of {title}:"""
+"""The optional LLM profile, standing in for the paper's Profile Wikicorpus (key facts per entity, §3)."""
+
+
+@dataclass
+class TitledDocument:
+    """One document of the corpus: all passages sharing a title, with its profile and chunk ids."""
+
+    title: str
+    passages: list[str]
+    profile: str
+    chunk_ids: list[str]
+
+
+def base_title(title: str) -> str:
+    """A title without its disambiguation, normalised: ``"Franco Rossi (director)"`` → ``"franco rossi"``."""
+    return " ".join(re.sub(r"\s*\([^)]*\)", "", title).lower().split())
+
+
+def _title_of(doc: Document | Passage) -> str:
+    if isinstance(doc, Passage):
+        return doc.title or doc.text.split(".")[0][:80]
+    meta = doc.metadata or {}
+    title = meta.get("title") or (Path(str(meta["source"])).stem if meta.get("source") else "")
+    return str(title) or doc.page_content.split(".")[0][:80]
+
+
+def _text_of(doc: Document | Passage) -> str:
+    return (doc.text if isinstance(doc, Passage) else doc.page_content).strip()
+
+
+def _chunk_id(title: str, index: int) -> str:
+    return f"{hashlib.sha1(title.encode()).hexdigest()[:16]}-{index}"
+
+
+def _tokenize(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+
+
+class HierarchicalCorpus:
+    """Documents by title (BM25 over titles) with dense-ranked chunks inside each document."""
+
+    def __init__(
+        self,
+        documents: Sequence[TitledDocument],
+        vector_store: VectorStore,
+        titles_index: bm25s.BM25,
+        *,
+        chunk_size: int,
+        profiles: str,
+    ) -> None:
+        self.documents = list(documents)
+        self.vector_store = vector_store
+        self.titles_index = titles_index
+        self.chunk_size = chunk_size
+        self.profiles = profiles
+        self._by_title = {d.title: d for d in self.documents}
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document | Passage],
+        embed_model: Embeddings,
+        *,
+        vector_store: VectorStore | None = None,
+        chunk_size: int = 100,
+        profile_llm: BaseChatModel | None = None,
+        show_progress: bool = True,
+    ) -> HierarchicalCorpus:
+        """Build the corpus from LangChain ``Document`` s (title in ``metadata["title"]``, else the
+        source file name) or :class:`~multihop_rag.corpus.Passage` s.
+
+        ``profile_llm``: write each document's profile with this model instead of using its lead
+        passage. ``vector_store``: where the chunks go (default: an in-memory Chroma collection).
+        """
+        merged: dict[str, list[str]] = {}
+        for doc in documents:
+            text = _text_of(doc)
+            if text:
+                merged.setdefault(_title_of(doc), []).append(text)
+        if not merged:
+            raise CorpusError("no documents with text to build a HiRAG corpus from")
+        store = vector_store or langchain_chroma(None, f"{COLLECTION}-{uuid.uuid4().hex[:8]}", embed_model)
+        docs: list[TitledDocument] = []
+        chunk_texts: list[str] = []
+        chunk_meta: list[dict[str, Any]] = []
+        for title, passages in merged.items():
+            chunks = [c for p in passages for c in chunk_tokens(p, chunk_size, 0) if c.strip()]
+            ids = [_chunk_id(title, i) for i in range(len(chunks))]
+            lead = chunk_tokens(passages[0], 3 * chunk_size, 0)[0]
+            docs.append(TitledDocument(title=title, passages=passages, profile=lead, chunk_ids=ids))
+            chunk_texts.extend(chunks)
+            chunk_meta.extend({"title": title, "chunk": i} for i in range(len(chunks)))
+        if profile_llm is not None:
+            for doc in tqdm(docs, desc="HiRAG profiles", disable=not show_progress):
+                text = chunk_tokens("\n".join(doc.passages), 1500, 0)[0]
+                doc.profile = profile_llm.invoke(PROFILE_PROMPT.format(title=doc.title, text=text)).text.strip()
+        ids = [cid for d in docs for cid in d.chunk_ids]
+        batch = 256
+        for start in tqdm(range(0, len(ids), batch), desc="HiRAG chunk embeddings", disable=not show_progress):
+            end = start + batch
+            store.add_texts(chunk_texts[start:end], metadatas=chunk_meta[start:end], ids=ids[start:end])
+        titles_index = bm25s.BM25()
+        titles_index.index(bm25s.tokenize([d.title for d in docs], stopwords="en", show_progress=False), show_progress=False)
+        log.info("HiRAG corpus: %d documents, %d chunks", len(docs), len(ids))
+        return cls(
+            docs, store, titles_index, chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead"
+        )
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __repr__(self) -> str:
+        chunks = sum(len(d.chunk_ids) for d in self.documents)
+        return f"HierarchicalCorpus({len(self.documents)} documents, {chunks} chunks, profiles={self.profiles})"
+
+    def document(self, title: str) -> TitledDocument:
+        """The document with this exact title (``KeyError`` if none)."""
+        return self._by_title[title]
+
+    def rank_titles(self, entity: str, k: int = 20) -> list[tuple[str, float]]:
+        """Up to ``k`` titles by BM25 score against ``entity`` (only titles sharing a term with it)."""
+        terms = _tokenize([entity])[0]
+        if not terms:
+            return []
+        scores = np.asarray(self.titles_index.get_scores(terms))
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(self.documents[i].title, float(scores[i])) for i in order if scores[i] > 0]
+
+    def rank_chunks(self, title: str, query: str) -> list[Document]:
+        """The chunks of document ``title``, most similar to ``query`` first (eq. 5)."""
+        n = len(self.document(title).chunk_ids)
+        return self.vector_store.similarity_search(query, k=n, filter={"title": title})
+
+    def search(self, query: str, k: int = 1) -> list[Document]:
+        """Dense search over every chunk of the corpus (the local stand-in for the paper's web search)."""
+        return self.vector_store.similarity_search(query, k=k)
+
+    def persist(self, persist_dir: str | Path) -> None:
+        """Write documents, profiles and the title index (JSON, bm25s files) and, for a Chroma
+        store, the chunks with their embeddings, to ``persist_dir``."""
+        folder = Path(persist_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "documents.jsonl").open("w") as fh:
+            for doc in self.documents:
+                fh.write(json.dumps(asdict(doc)) + "\n")
+        self.titles_index.save(str(folder / "titles_bm25"), show_progress=False)
+        (folder / "hirag.json").write_text(
+            json.dumps({"format": FORMAT_VERSION, "chunk_size": self.chunk_size, "profiles": self.profiles}, indent=1)
+        )
+        collection = getattr(self.vector_store, "_collection", None)
+        if collection is None:
+            log.info("HiRAG corpus: the vector store is not Chroma; pass it again to load()")
+            return
+        target = langchain_chroma(folder / "chroma", COLLECTION, self.vector_store.embeddings)._collection
+        if target.id == collection.id:
+            return
+        have = set(target.get(include=[])["ids"])
+        got = collection.get(include=["embeddings", "documents", "metadatas"])
+        new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
+        for start in range(0, len(new), 1024):
+            part = new[start : start + 1024]
+            target.add(
+                ids=[got["ids"][i] for i in part],
+                embeddings=[got["embeddings"][i] for i in part],
+                documents=[got["documents"][i] for i in part],
+                metadatas=[got["metadatas"][i] for i in part],
+            )
+
+    @classmethod
+    def load(
+        cls, persist_dir: str | Path, embed_model: Embeddings, *, vector_store: VectorStore | None = None
+    ) -> HierarchicalCorpus:
+        """Reload a corpus written by :meth:`persist` (``vector_store``: where the chunks live, if not there)."""
+        folder = Path(persist_dir)
+        meta_file = folder / "hirag.json"
+        if not meta_file.is_file():
+            raise StoreError(f"{folder} holds no HiRAG corpus (no hirag.json); build one and persist() it there")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            raise StoreError(f"{folder} was written by another format version ({meta.get('format')}); rebuild it")
+        with (folder / "documents.jsonl").open() as fh:
+            documents = [TitledDocument(**json.loads(line)) for line in fh if line.strip()]
+        titles_index = bm25s.BM25.load(str(folder / "titles_bm25"), show_progress=False)
+        store = vector_store or langchain_chroma(folder / "chroma", COLLECTION, embed_model)
+        expected = sum(len(d.chunk_ids) for d in documents)
+        collection = getattr(store, "_collection", None)
+        if collection is not None and collection.count() != expected:
+            raise StoreError(
+                f"{folder}: the vector store holds {collection.count()} chunks, the corpus {expected}; rebuild it"
+            )
+        return cls(
+            documents, store, titles_index, chunk_size=meta["chunk_size"], profiles=meta["profiles"]
+        )

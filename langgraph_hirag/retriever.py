@@ -1,0 +1,76 @@
+"""HiRAG's Retriever + Filter as a plug-in LangChain retriever (§6.5 "Retriever Module as Plug-in")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, PrivateAttr
+
+from langgraph_hirag.corpus import HierarchicalCorpus
+from langgraph_hirag.graph import HiRAGState, build_hirag_retrieval_graph
+
+__all__ = ["HiRAGRetriever"]
+
+
+class HiRAGRetriever(BaseRetriever):
+    """For a single-hop question: the one chunk (with its document's profile) that HiRAG's Filter
+    verified as answering it, found by hierarchical retrieval with rethink.
+
+    Returns one ``Document`` (``metadata``: ``title``, ``chunk_id``, ``answer``, ``source``,
+    ``attempts``) when retrieval or the rewrite path produced an answer, and none when every
+    attempt failed or only the model's internal knowledge answered.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    llm: BaseChatModel
+    """Chat model for entity extraction, answering and verification."""
+    corpus: HierarchicalCorpus
+    """The titled corpus to search."""
+    th1: int = 1
+    """More titles than this matching the entity → rewrite the question (semantic incompleteness)."""
+    th2: int = 3
+    """Every th2-th failed attempt moves to the next document."""
+    th3: int = 4
+    """Attempts before giving up."""
+    m: int = 5
+    """Internal knowledge with probability (t/m)² after the t-th failed rethink."""
+    seed: int = 0
+    """Seed of the (t/m)² draws."""
+    _graph: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        self._graph = build_hirag_retrieval_graph(
+            self.llm, self.corpus, th1=self.th1, th2=self.th2, th3=self.th3, m=self.m, seed=self.seed
+        )
+
+    @staticmethod
+    def _documents(state: HiRAGState) -> list[Document]:
+        trace = state["trace"][0]
+        if trace["source"] not in ("retrieval", "rewrite"):
+            return []
+        last = trace["attempts"][-1] if trace["source"] == "retrieval" else None
+        metadata = {
+            "title": last["title"] if last else "",
+            "chunk_id": last["chunk_id"] if last else "",
+            "answer": trace["answer"],
+            "source": trace["source"],
+            "attempts": len(trace["attempts"]),
+        }
+        return [Document(id=metadata["chunk_id"] or None, page_content=state["knowledge"], metadata=metadata)]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        state = self._graph.invoke({"question": query, "current": query}, config={"callbacks": run_manager.get_child()})
+        return self._documents(state)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        state = await self._graph.ainvoke(
+            {"question": query, "current": query}, config={"callbacks": run_manager.get_child()}
+        )
+        return self._documents(state)

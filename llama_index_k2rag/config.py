@@ -1,0 +1,25 @@
+"""K²RAG's knobs with the paper's defaults (§3.1.2, §3.1.3)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class K2RAGConfig(BaseModel):
+    """How a K²RAG index is built and queried."""
+
+    model_config = {"frozen": True}
+
+    chunk_size: int = Field(256, description="S for the dense and sparse stores (§3.1.2).")
+    chunk_overlap: int = Field(20, description="O for the dense and sparse stores (§3.1.2).")
+    kg_chunk_size: int = Field(300, description="S for the knowledge graph (§3.1.2).")
+    kg_chunk_overlap: int = Field(100, description="O for the knowledge graph (§3.1.2).")
+    kg_result_chunk_size: int = Field(128, description="S when splitting the summarized KG answer (§3.1.3).")
+    kg_result_chunk_overlap: int = Field(10, description="O when splitting the summarized KG answer (§3.1.3).")
+    alpha: float = Field(0.8, ge=0.0, le=1.0, description="λ of eq. (4): weight of the dense cosine (§3.1.3: 0.8).")
+    similarity_top_k: int = Field(10, description="k of eq. (3) (§3.1.3: 10).")
+    candidates: int = Field(50, description="Chunks each store proposes before eq. (4) rescoring picks the top k.")
+    min_summary_tokens: int = Field(
+        128, description="Documents shorter than this are indexed as they are: a summary would not shorten them."
+    )
+    max_kg_paths_per_chunk: int = Field(10, description="Triples the property-graph extractor keeps per chunk.")

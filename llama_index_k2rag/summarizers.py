@@ -1,0 +1,101 @@
+"""Summarizers for K²RAG (Algorithm 1 and the query-time summaries of Algorithm 2).
+
+The paper uses a Longformer (LED) model fine-tuned for long-text summarization,
+``pszemraj/led-base-book-summary`` (§4.1). Here the summarizer is pluggable:
+
+- ``"llm"`` — the index's own LLM with a short summary prompt (default; works on Ollama and embedded);
+- a local folder of a Hugging Face seq2seq summarization model (the paper's LED or any other),
+  loaded offline with ``transformers``;
+- ``"none"`` — text passes through (the naive pipelines of §3.2 index the unsummarized corpus).
+
+Texts shorter than ``min_tokens`` pass through unchanged: a summary would not shorten them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from llama_index.core.llms.llm import LLM
+
+from llama_index_k2rag import prompts
+from multihop_rag.text import chunk_tokens, count_tokens
+
+__all__ = ["Summarizer", "LLMSummarizer", "Seq2SeqSummarizer", "NoSummarizer", "make_summarizer"]
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything with a ``name`` and ``summarize(text) -> str``."""
+
+    name: str
+
+    def summarize(self, text: str) -> str: ...
+
+
+@dataclass
+class NoSummarizer:
+    """Returns the text unchanged."""
+
+    name: str = "none"
+
+    def summarize(self, text: str) -> str:
+        return text
+
+
+@dataclass
+class LLMSummarizer:
+    """Summaries written by a LlamaIndex LLM (input cut to ``max_input_tokens``)."""
+
+    llm: LLM
+    min_tokens: int = 128
+    max_input_tokens: int = 3000
+    name: str = "llm"
+
+    def summarize(self, text: str) -> str:
+        if count_tokens(text) < self.min_tokens:
+            return text
+        head = chunk_tokens(text, self.max_input_tokens, 0)[0]
+        summary = self.llm.complete(prompts.SUMMARIZE.format(text=head)).text.strip()
+        return summary or text
+
+
+@dataclass
+class Seq2SeqSummarizer:
+    """A local Hugging Face summarization model (e.g. the paper's LED), loaded offline on first use."""
+
+    model_path: str
+    min_tokens: int = 128
+    max_length: int = 256
+    name: str = "seq2seq"
+    _pipeline: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not Path(self.model_path).is_dir():
+            raise FileNotFoundError(
+                f"summarizer model folder {self.model_path} does not exist: give the local folder of a "
+                "Hugging Face seq2seq summarization model, or summarizer='llm' / 'none'"
+            )
+        self.name = f"seq2seq:{Path(self.model_path).name}"
+
+    def summarize(self, text: str) -> str:
+        if count_tokens(text) < self.min_tokens:
+            return text
+        if self._pipeline is None:
+            from transformers import pipeline
+
+            self._pipeline = pipeline("summarization", model=self.model_path, device="cpu")
+        out = self._pipeline(text, max_length=self.max_length, no_repeat_ngram_size=3, truncation=True)
+        return out[0]["summary_text"].strip() or text
+
+
+def make_summarizer(spec: str | Path | Summarizer | None, llm: LLM, min_tokens: int = 128) -> Summarizer:
+    """``"llm"``, ``"none"``/``None``, a local model folder, or a :class:`Summarizer` itself."""
+    if isinstance(spec, Summarizer):
+        return spec
+    if spec is None or spec == "none":
+        return NoSummarizer()
+    if spec == "llm":
+        return LLMSummarizer(llm, min_tokens=min_tokens)
+    return Seq2SeqSummarizer(str(spec), min_tokens=min_tokens)
