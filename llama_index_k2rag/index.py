@@ -100,6 +100,7 @@ class K2RAGIndex:
         embed_model: BaseEmbedding,
         summarizer: str | Path | Summarizer | None = "llm",
         kg: str | KnowledgeGraph | None = "property",
+        kg_options: dict[str, Any] | None = None,
         vector_store: ChromaVectorStore | None = None,
         config: K2RAGConfig = K2RAGConfig(),
         show_progress: bool = True,
@@ -110,8 +111,15 @@ class K2RAGIndex:
         Args:
             summarizer: ``"llm"`` (default), ``"none"`` (the naive pipelines' unsummarized corpus),
                 a local Hugging Face summarization model folder, or a :class:`Summarizer`.
-            kg: ``"property"`` (LlamaIndex property graph, default), ``None`` (no graph: only the
-                semantic/keyword/hybrid pipelines work), or a built :class:`KnowledgeGraph`.
+            kg: ``"property"`` (LlamaIndex property graph, default), ``"graphrag"`` (Microsoft
+                GraphRAG, the paper's; needs the ``graphrag`` extra and serves the LLM over an
+                OpenAI-compatible endpoint: Ollama's ``/v1``, or a llama.cpp server started for
+                the embedded model), ``None`` (no graph: only the semantic/keyword/hybrid
+                pipelines work), or a built :class:`KnowledgeGraph`.
+            kg_options: keyword arguments for the graph's builder, e.g. for GraphRAG ``root`` (its
+                project folder; default: a cache folder keyed by the chunks, so a rebuild resumes)
+                and ``settings`` (overrides of GraphRAG's configuration), see
+                :class:`~llama_index_k2rag.graphrag_kg.GraphRAGKG`.
             vector_store: a LlamaIndex ``ChromaVectorStore`` for the dense chunks (default: in memory).
             cache: LLM-call cache (``True``: ~/.cache/multihop-rag/llm_calls.sqlite; a path; ``False``).
         """
@@ -152,13 +160,16 @@ class K2RAGIndex:
         started = time.perf_counter()
         kg_nodes = _chunk_nodes(docs, texts, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
         if kg == "property":
+            options = {"max_paths_per_chunk": config.max_kg_paths_per_chunk, **(kg_options or {})}
             graph: KnowledgeGraph | None = PropertyGraphKG.build(
-                kg_nodes, llm, embed_model, max_paths_per_chunk=config.max_kg_paths_per_chunk, show_progress=show_progress
+                kg_nodes, llm, embed_model, show_progress=show_progress, **options
             )
+        elif kg == "graphrag":
+            graph = _graphrag(llm, embed_model, kg_nodes, show_progress=show_progress, **(kg_options or {}))
         elif kg is None or isinstance(kg, KnowledgeGraph):
             graph = kg
         else:
-            raise ValueError(f"kg must be 'property', None or a KnowledgeGraph, not {kg!r}")
+            raise ValueError(f"kg must be 'property', 'graphrag', None or a KnowledgeGraph, not {kg!r}")
         seconds["kg"] = time.perf_counter() - started
 
         usage = llm.usage if isinstance(llm, CachedLLM) else Usage()
@@ -173,7 +184,7 @@ class K2RAGIndex:
             "chunks": len(nodes),
             "kg_chunks": len(kg_nodes),
             "kg": getattr(graph, "name", None),
-            "kg_triples": graph.triples() if isinstance(graph, PropertyGraphKG) else None,
+            "kg_triples": graph.triples() if hasattr(graph, "triples") else None,
             "seconds": {k: round(v, 1) for k, v in seconds.items()},
             "llm": {
                 "calls": usage.calls - usage_before.calls,
@@ -299,7 +310,11 @@ class K2RAGIndex:
         dense = vector_store or chroma_vector_store(folder / "chroma", COLLECTION)
         if dense._collection.count() < len(sparse):
             raise StoreError(f"{folder}: the dense store holds {dense._collection.count()} of {len(sparse)} chunks; rebuild it")
-        kg = PropertyGraphKG.load(folder / "kg", llm, embed_model) if meta["kg"] == "property" else None
+        kg: KnowledgeGraph | None = None
+        if meta["kg"] == "property":
+            kg = PropertyGraphKG.load(folder / "kg", llm, embed_model)
+        elif meta["kg"] == "graphrag":
+            kg = _graphrag(llm, embed_model, folder=folder / "kg")
         return cls(
             summaries=summaries,
             sparse=sparse,
@@ -312,3 +327,23 @@ class K2RAGIndex:
             config=config,
             stats=meta["stats"],
         )
+
+
+def _graphrag(
+    llm: LLM,
+    embed_model: BaseEmbedding,
+    nodes: Sequence[TextNode] = (),
+    *,
+    folder: Path | None = None,
+    show_progress: bool = True,
+    **options: Any,
+) -> KnowledgeGraph:
+    """Build GraphRAG over ``nodes`` (or open the one in ``folder``) behind ``llm``'s OpenAI-compatible endpoint."""
+    from llama_index_k2rag.graphrag_kg import GraphRAGKG
+    from multihop_rag.llamacpp_server import openai_endpoint
+
+    endpoint, server = openai_endpoint(llm)
+    options.setdefault("context_tokens", int(getattr(llm.metadata, "context_window", 8192)))
+    if folder is not None:
+        return GraphRAGKG.load(folder, endpoint, embed_model, server=server, **options)
+    return GraphRAGKG.build(nodes, endpoint, embed_model, server=server, show_progress=show_progress, **options)

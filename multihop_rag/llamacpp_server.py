@@ -1,0 +1,230 @@
+"""OpenAI-compatible chat endpoints for tools that only speak that API (GraphRAG).
+
+Ollama serves one at ``$OLLAMA_HOST/v1``. For the embedded model, :class:`LlamaCppServer` runs
+llama.cpp's server (``llama-cpp-python[server]``) in a subprocess bound to 127.0.0.1 on a free
+port; it stops when stopped, garbage-collected or when Python exits.
+
+``python -m multihop_rag.llamacpp_server`` is that subprocess: llama-cpp-python's own FastAPI
+app plus one adapter. OpenAI clients (litellm, hence GraphRAG) ask for structured output as
+``response_format={"type": "json_schema", "json_schema": {"schema": …}}``; llama-cpp-python
+0.3.x only accepts ``{"type": "json_object", "schema": …}`` (and answers 500 otherwise), so
+:func:`rewrite_response_format` translates the request — the schema still becomes a grammar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.llms.llm import LLM
+
+from multihop_rag.backends import BackendError
+
+__all__ = ["LlamaCppServer", "OpenAIEndpoint", "openai_endpoint", "rewrite_response_format"]
+
+
+@dataclass(frozen=True)
+class OpenAIEndpoint:
+    """Where an OpenAI-compatible chat model answers."""
+
+    api_base: str
+    """Base URL ending in ``/v1``."""
+    model: str
+    """Model name the server knows."""
+    api_key: str = "local"
+    """Local servers ignore it; OpenAI clients insist on one."""
+    grammar: bool = False
+    """Whether requests may carry a llama.cpp GBNF ``grammar`` field (llama.cpp's server: yes)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+class LlamaCppServer:
+    """llama.cpp's OpenAI-compatible server for one GGUF file, on 127.0.0.1.
+
+    Example::
+
+        with LlamaCppServer(bundled.gguf_path("default")) as endpoint:
+            ...  # endpoint.api_base == "http://127.0.0.1:<port>/v1"
+    """
+
+    def __init__(
+        self, model_path: str | Path, *, n_ctx: int = 8192, alias: str = "local", startup_timeout: float = 180.0
+    ) -> None:
+        self.model_path = str(model_path)
+        self.n_ctx = n_ctx
+        self.alias = alias
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self.log_path = Path(tempfile.gettempdir()) / f"multihop-rag-llamacpp-server-{os.getpid()}-{id(self)}.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def endpoint(self) -> OpenAIEndpoint:
+        if self._process is None:
+            raise RuntimeError("the server is not running; call start()")
+        return OpenAIEndpoint(api_base=f"http://127.0.0.1:{self.port}/v1", model=self.alias, grammar=True)
+
+    def start(self) -> OpenAIEndpoint:
+        """Start the server (if not running) and wait until it answers ``/v1/models``."""
+        if self._process is not None and self._process.poll() is None:
+            return self.endpoint
+        if not Path(self.model_path).is_file():
+            raise BackendError(f"no GGUF model at {self.model_path}")
+        self.port = _free_port()
+        command = [
+            sys.executable, "-m", "multihop_rag.llamacpp_server",
+            "--model", self.model_path, "--alias", self.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
+        ]  # fmt: skip
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self._finalizer = weakref.finalize(self, _stop, self._process)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise BackendError(
+                    f"llama.cpp server exited with code {self._process.returncode}; is llama-cpp-python installed "
+                    f"with the [server] extra? Its log ({self.log_path}) ends with:\n{self._log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.endpoint.api_base}/models", timeout=2):
+                    return self.endpoint
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        self.stop()
+        raise BackendError(f"llama.cpp server did not answer within {self.startup_timeout:.0f} s; log: {self.log_path}")
+
+    def stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._process = None
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> OpenAIEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def openai_endpoint(llm: LLM) -> tuple[OpenAIEndpoint, LlamaCppServer | None]:
+    """The OpenAI-compatible endpoint serving the same model as ``llm``.
+
+    Ollama → its ``/v1``; the embedded llama.cpp model → a :class:`LlamaCppServer` started here
+    (returned so the caller keeps it alive and can stop it). Wrappers with an ``inner`` LLM (the
+    LLM cache) are looked through.
+    """
+    inner = llm
+    while isinstance(getattr(inner, "inner", None), LLM):
+        inner = inner.inner  # type: ignore[attr-defined]
+    model_path = getattr(inner, "model_path", None)
+    if model_path:
+        server = LlamaCppServer(model_path, n_ctx=int(getattr(inner, "context_window", 8192)))
+        return server.start(), server
+    base_url = getattr(inner, "base_url", None)
+    model = getattr(inner, "model", None)
+    if base_url and model:
+        return OpenAIEndpoint(api_base=f"{str(base_url).rstrip('/')}/v1", model=str(model)), None
+    raise BackendError(
+        f"no OpenAI-compatible endpoint known for {type(inner).__name__}; pass an OpenAIEndpoint explicitly "
+        "(a llama.cpp GGUF model or an Ollama model work out of the box)"
+    )
+
+
+def rewrite_response_format(body: bytes) -> bytes:
+    """Translate an OpenAI ``json_schema`` response format into llama-cpp-python's ``json_object``."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body
+    response_format = request.get("response_format") if isinstance(request, dict) else None
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return body
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    request["response_format"] = {"type": "json_object", **({"schema": schema} if schema else {})}
+    return json.dumps(request).encode()
+
+
+class _JsonSchemaAdapter:
+    """ASGI middleware applying :func:`rewrite_response_format` to chat-completion requests."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        body = rewrite_response_format(body)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self.app({**scope, "headers": headers}, replay, send)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve one GGUF model on 127.0.0.1 (what :class:`LlamaCppServer` runs)."""
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--model", required=True, help="GGUF file")
+    parser.add_argument("--alias", default="local", help="model name clients use")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--n-ctx", type=int, default=8192)
+    args = parser.parse_args(argv)
+    model = ModelSettings(
+        model=args.model, model_alias=args.alias, n_ctx=args.n_ctx, n_threads=max(1, os.cpu_count() or 1),
+        seed=0, verbose=False,
+    )  # fmt: skip
+    app = create_app(server_settings=ServerSettings(host="127.0.0.1", port=args.port), model_settings=[model])
+    uvicorn.run(_JsonSchemaAdapter(app), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
