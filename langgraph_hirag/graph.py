@@ -247,6 +247,7 @@ def _add_retrieval_nodes(
     title_candidates: int,
     rewrite_top_k: int,
     after_record: str,
+    use_profiles: bool = True,
 ) -> None:
     """The Retriever and Filter of HiRAG (§4.3-4.4) for ``state["current"]``, ending in ``record``."""
 
@@ -300,7 +301,8 @@ def _add_retrieval_nodes(
             "verified": False,
             "internal": None,
         }
-        knowledge = _knowledge(corpus.document(title).profile, chunk.page_content)
+        profile = corpus.document(title).profile if use_profiles else ""
+        knowledge = _knowledge(profile, chunk.page_content) if profile else chunk.page_content
         return {"attempts": [*state["attempts"], attempt], "knowledge": knowledge}
 
     def verify(state: HiRAGState) -> dict[str, Any]:
@@ -432,6 +434,7 @@ def build_hirag_graph(
     seed: int = 0,
     title_candidates: int = 20,
     rewrite_top_k: int = 1,
+    use_profiles: bool = True,
     checkpointer: Any = None,
     interrupt_before: Sequence[str] | None = None,
 ):
@@ -449,6 +452,8 @@ def build_hirag_graph(
         seed: seed of the (t/m)² draws.
         title_candidates: titles BM25 ranks per entity (authors' code: 20).
         rewrite_top_k: chunks the whole-corpus search returns after a rewrite.
+        use_profiles: give the Filter the document's profile with the chunk (eq. 3's p*);
+            ``False`` is Table 4's "w/o profile" ablation (the chunk alone).
         checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
         interrupt_before: node names to pause before (needs a checkpointer).
 
@@ -500,6 +505,7 @@ def build_hirag_graph(
         title_candidates=title_candidates,
         rewrite_top_k=rewrite_top_k,
         after_record="decompose",
+        use_profiles=use_profiles,
     )
     graph.add_edge(START, "decompose")
     graph.add_conditional_edges("decompose", after_decompose)

@@ -427,3 +427,15 @@ def test_an_empty_decomposer_turn_is_asked_again_once(corpus):
 
     state = build_hirag_graph(ScriptedChatModel(respond), corpus).invoke({"question": QUESTION})
     assert state["stop_reason"] == "enough" and state["llm_calls"] == 2 + 2
+
+
+def test_profiles_reach_the_filter_unless_ablated(corpus):
+    """Table 4's "w/o profile": the Filter sees the chunk alone."""
+    with_profiles, without = Script(), Script()
+    run(corpus, with_profiles)
+    run(corpus, without, use_profiles=False)
+    known = [p.rsplit("Known information: ", 1)[1] for p in with_profiles.prompts["answer"]]
+    assert known and known[0].startswith("profile\n")  # document retrieval; rewrites search whole chunks
+    known = [p.rsplit("Known information: ", 1)[1] for p in without.prompts["answer"]]
+    assert known and not any("profile" in k for k in known)
+    assert without.calls == with_profiles.calls  # same control flow: the facts are in the chunks
