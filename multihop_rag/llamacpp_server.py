@@ -2,7 +2,8 @@
 
 Ollama serves one at ``$OLLAMA_HOST/v1``. For the embedded model, :class:`LlamaCppServer` runs
 llama.cpp's server (``llama-cpp-python[server]``) in a subprocess bound to 127.0.0.1 on a free
-port; it stops when stopped, garbage-collected or when Python exits.
+port; it stops when stopped, garbage-collected, when Python exits, or — watching its parent —
+when the parent process is killed.
 
 ``python -m multihop_rag.llamacpp_server`` is that subprocess: llama-cpp-python's own FastAPI
 app plus one adapter. OpenAI clients (litellm, hence GraphRAG) ask for structured output as
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -101,6 +103,7 @@ class LlamaCppServer:
         command = [
             sys.executable, "-m", "multihop_rag.llamacpp_server",
             "--model", self.model_path, "--alias", self.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
+            "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -206,6 +209,20 @@ class _JsonSchemaAdapter:
         await self.app({**scope, "headers": headers}, replay, send)
 
 
+def _exit_with_parent(parent_pid: int, interval: float = 1.0) -> threading.Thread:
+    """Stop this server when its parent dies, even by a signal that skipped its cleanup (a killed
+    notebook kernel or benchmark must not leave a model server eating the CPU)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os._exit(0)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve one GGUF model on 127.0.0.1 (what :class:`LlamaCppServer` runs)."""
     import uvicorn
@@ -217,13 +234,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--alias", default="local", help="model name clients use")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
+    if args.parent_pid:
+        _exit_with_parent(args.parent_pid)
     model = ModelSettings(
         model=args.model, model_alias=args.alias, n_ctx=args.n_ctx, n_threads=max(1, os.cpu_count() or 1),
         seed=0, verbose=False,
     )  # fmt: skip
     app = create_app(server_settings=ServerSettings(host="127.0.0.1", port=args.port), model_settings=[model])
-    uvicorn.run(_JsonSchemaAdapter(app), host="127.0.0.1", port=args.port, log_level="warning")
+    # A stop must not wait for a generation whose client is gone.
+    uvicorn.run(
+        _JsonSchemaAdapter(app), host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=2
+    )
 
 
 if __name__ == "__main__":
