@@ -1,0 +1,139 @@
+"""GARLIC end to end: attention from a real transformers model loaded offline from the bundled GGUF
+(the same weights as the llama.cpp LLM that writes the summaries), and the llama.cpp-only fallback."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention
+from multihop_rag import bundled
+from multihop_rag.corpus import load_dataset
+
+CONFIG = GarlicConfig(n_s=1024, summary_tokens=256, search_window=4096, workers=1)
+"""n_s small enough that the ten passages of one HotpotQA question take several batches."""
+
+
+@pytest.fixture(scope="module")
+def attention():
+    return TransformersAttention.from_pretrained(bundled.FAST_LLM_ALIAS)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    passages, questions = load_dataset("hotpotqa", "smoke")
+    question = questions[0]
+    wanted = set(question.candidates)
+    return [p.to_llama_index() for p in passages if p.id in wanted], question
+
+
+def test_hooked_attention_equals_output_attentions_averaged(attention):
+    prompt = "Summary the following information.\n* Kesh Bridge spans the Orrin River.\n* Tomas Halvard built it.\n"
+    reply = "* Tomas Halvard built the Kesh Bridge over the Orrin River."
+    inputs = ["Kesh Bridge spans the Orrin River.", "Tomas Halvard built it."]
+    outputs = ["Tomas Halvard built the Kesh Bridge over the Orrin River."]
+    edges = attention.summary_edges(prompt, reply, inputs, outputs)
+
+    rendered = attention._render([{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}])
+    ids, offsets = attention._encode(rendered)
+    with torch.no_grad():
+        out = attention.model(input_ids=torch.tensor([ids]), output_attentions=True)
+    mean = torch.stack([layer[0].mean(0) for layer in out.attentions]).mean(0).numpy()  # layers, heads
+
+    def tokens(needle, start):
+        at = rendered.index(needle, start)
+        return [i for i, (a, b) in enumerate(offsets) if a < at + len(needle) and b > at and b > a]
+
+    start = rendered.index(prompt)
+    rows = tokens(outputs[0], start + len(prompt))
+    expected = [mean[np.ix_(rows, tokens(text, start))].mean() for text in inputs]
+    np.testing.assert_allclose(edges[0], expected, rtol=1e-4)
+
+
+def test_kv_cache_gives_the_same_attention_for_a_fraction_of_the_tokens(attention):
+    nodes = ["Kesh Bridge spans the Orrin River.", "Tomas Halvard designed the Kesh Bridge.", "Velmora is a town."]
+    question = "Who designed the bridge over the Orrin?"
+    scores, cost = {}, {}
+    for kv in (True, False):
+        before = attention.forward_tokens
+        session = attention.session(question, kv_cache=kv)
+        scores[kv] = session.append(nodes[:2]) + session.append(nodes[2:])
+        cost[kv] = attention.forward_tokens - before
+    np.testing.assert_allclose(scores[True], scores[False], rtol=1e-3)
+    assert cost[True] == session.tokens  # every token read once
+    assert cost[False] > cost[True]  # re-reading the prefix at each step
+    assert scores[True][1] > scores[True][2]  # the node about the designer attends to the question more
+
+
+@pytest.fixture(scope="module")
+def built(attention, corpus, li_llm, li_embed, tmp_path_factory):
+    docs, _ = corpus
+    folder = tmp_path_factory.mktemp("garlic")
+    index = GarlicIndex.from_documents(
+        docs, llm=li_llm, embed_model=li_embed, attention_model=attention, config=CONFIG,
+        show_progress=False, cache=folder / "calls.sqlite",
+    )
+    index.persist(folder / "index")
+    return index, folder
+
+
+def test_attention_graph_has_levels_and_normalised_attention_edges(built):
+    index, _ = built
+    stats = index.stats()
+    assert stats["edge_source"] == "attention" and stats["embedding_edge_batches"] == 0
+    assert len(index.graph.levels) >= 3 and stats["batches_per_level"]["1"] >= 2
+    assert stats["attention_forward_tokens"] > 0 and stats["llm"]["calls"] >= 3
+    for kids in index.graph.edges.values():
+        assert sum(kids.values()) == pytest.approx(1.0)
+    # attention spreads unevenly over a batch: not a uniform split
+    assert any(max(k.values()) > 1.5 / len(k) for k in index.graph.edges.values() if len(k) > 1)
+
+
+def test_attention_search_answers_with_a_trace(built, corpus):
+    index, _ = built
+    _, question = corpus
+    response = index.as_query_engine().query(question.question)
+    meta = response.metadata
+    assert meta["scoring"] == "attention+embedding"
+    assert len(meta["visited"]) == len(set(meta["visited"])) >= len(index.graph.top_level)
+    assert meta["stop_reason"] in {"yes", "budget", "exhausted"}
+    assert meta["llm_calls"] == len(meta["replies"]) + 1 and meta["attention_seconds"] > 0
+    assert str(response).strip()
+
+
+def test_reload_in_a_new_process_without_attention_falls_back_to_embeddings(built, corpus):
+    _, folder = built
+    _, question = corpus
+    script = f"""
+import json
+from llama_index_garlic import GarlicIndex
+from multihop_rag.backends import llama_index_embedding, llama_index_llm
+from integrations_tests.integration.conftest import FAST_LLM
+index = GarlicIndex.from_persist_dir({str(folder / 'index')!r}, llm=llama_index_llm(FAST_LLM, max_tokens=256),
+                                     embed_model=llama_index_embedding("st:default"), cache=False)
+response = index.as_query_engine().query({question.question!r})
+print(json.dumps({{"nodes": len(index.graph.nodes), "edge_source": index.graph.edge_source, "mode": index.mode,
+                  "answer": str(response), **response.metadata}}))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["nodes"] == len(built[0].graph.nodes) and out["edge_source"] == "attention"
+    assert out["mode"] == "embedding" and out["scoring"] == "embedding" and out["answer"].strip()
+
+
+def test_llama_cpp_only_build_uses_embedding_edges_and_search(corpus, li_llm, li_embed, tmp_path):
+    docs, question = corpus
+    index = GarlicIndex.from_documents(
+        docs, llm=li_llm, embed_model=li_embed, config=CONFIG, show_progress=False, cache=tmp_path / "calls.sqlite"
+    )
+    stats = index.stats()
+    assert stats["edge_source"] == "embedding" and stats["attention_model"] is None
+    assert len(index.graph.levels) >= 2
+    hits = index.as_retriever().retrieve(question.question)
+    assert [h.node.node_id for h in hits][: len(index.graph.top_level)] == [n.id for n in index.graph.top_level]
+    response = index.as_query_engine().query(question.question)
+    assert response.metadata["scoring"] == "embedding" and str(response).strip()

@@ -1,0 +1,359 @@
+"""GARLIC with deterministic fakes: scores, edges, stop control, graph construction, persistence."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from integrations_tests.fakes import HashEmbedding, ScriptedLLM
+from llama_index_garlic import GarlicConfig, GarlicIndex, GraphNode, SummaryGraph
+from llama_index_garlic import prompts
+from llama_index_garlic.build import chunk_documents, make_batches, parse_information_points
+from llama_index_garlic.graph import next_node_scores, normalize_edges, position_weighted
+from llama_index_garlic.search import graph_search
+from multihop_rag.corpus import load_documents
+from multihop_rag.text import count_tokens
+
+DEMO = "multihop_rag/data/demo_corpus.jsonl"
+
+
+def words(text: str) -> set[str]:
+    return {w.strip(".,;:!?\"'()*").lower() for w in text.split()} - {""}
+
+
+# ---- a hand-made graph: two IPs over four chunks ---------------------------------------------
+
+
+def hand_graph() -> SummaryGraph:
+    texts = {
+        "c1": "The Kesh Bridge crosses the Orrin River.",
+        "c2": "Tomas Halvard designed the Kesh Bridge.",
+        "c3": "Velmora lies on the Orrin River.",
+        "c4": "Mount Ardun is 3,120 m high.",
+        "i1": "Halvard's bridge spans a river.",
+        "i2": "A town and a mountain.",
+    }
+    nodes = [GraphNode(k, v, 1 if k[0] == "c" else 2, count_tokens(v)) for k, v in texts.items()]
+    edges = {"i1": {"c1": 0.75, "c2": 0.25}, "i2": {"c2": 0.5, "c3": 0.5}}
+    embeddings = np.asarray([HashEmbedding()._vector(t) for t in texts.values()])
+    return SummaryGraph(nodes=nodes, edges=edges, embeddings=embeddings, edge_source="attention")
+
+
+def test_z_is_E_transpose_a_with_position_weights():
+    graph = hand_graph()
+    visited = np.array([False, False, False, False, True, True])
+    a = np.zeros(6)
+    a[[4, 5]] = position_weighted([0.2, 0.1])  # i1 at position 2, i2 at position 3 (query is 1)
+    np.testing.assert_allclose(a[[4, 5]], [0.4, 0.3])
+    scores = next_node_scores(graph.adjacency(), a, None, visited)
+    # z = Eᵀa: c1 = .75·.4 = .30, c2 = .25·.4 + .5·.3 = .25, c3 = .5·.3 = .15, c4 = 0; then sum to 1.
+    np.testing.assert_allclose(scores[:4], np.array([0.30, 0.25, 0.15, 0.0]) / 0.70)
+    assert np.isneginf(scores[4:]).all()
+
+
+def test_similarity_is_normalised_and_added_to_z():
+    graph = hand_graph()
+    visited = np.array([False, False, False, False, True, True])
+    a = np.zeros(6)
+    a[4] = 1.0
+    similarity = np.array([0.0, 0.5, -0.3, 0.5, 0.9, 0.9])  # negatives count as 0; visited ignored
+    scores = next_node_scores(graph.adjacency(), a, similarity, visited)
+    np.testing.assert_allclose(scores[:4], [0.75 + 0.0, 0.25 + 0.5, 0.0, 0.5])
+
+
+def test_edges_of_each_higher_node_sum_to_one():
+    weights = normalize_edges(np.array([[3.0, 1.0], [0.0, 0.0], [-1.0, 2.0]]))
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0)
+    np.testing.assert_allclose(weights, [[0.75, 0.25], [0.5, 0.5], [0.0, 1.0]])
+
+
+# ---- the search loop with a scripted controller -----------------------------------------------
+
+
+class Script:
+    """A Table 5 controller answering from a list; records the prompts it saw."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.calls = 0
+        self.prompts = []
+
+    def sufficient(self, prompt):
+        self.calls += 1
+        self.prompts.append(prompt)
+        return self.replies.pop(0) if self.replies else "No"
+
+    def answer(self, prompt):
+        self.calls += 1
+        return "the answer"
+
+
+class FakeSession:
+    def __init__(self, question, log):
+        self.question, self.log, self.seconds = words(question), log, 0.0
+
+    def append(self, texts):
+        self.log.append(list(texts))
+        return [len(self.question & words(t)) / 10 for t in texts]
+
+
+class FakeAttention:
+    """Attention = shared words: an IP attends to the inputs it shares words with."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.forward_tokens = 0
+        self.appended = []
+
+    def summary_edges(self, prompt, reply, inputs, outputs):
+        return np.array([[len(words(o) & words(i)) + 0.01 for i in inputs] for o in outputs])
+
+    def session(self, question, *, kv_cache=True):
+        return FakeSession(question, self.appended)
+
+
+def search(graph, question, replies, **kwargs):
+    controller = Script(replies)
+    result = graph_search(
+        graph, question, query_embedding=HashEmbedding()._vector(question), controller=controller, **kwargs
+    )
+    return result, controller
+
+
+def test_search_starts_at_the_top_level_and_stops_after_p_yes():
+    graph = hand_graph()
+    result, controller = search(graph, "Who designed the bridge?", ["No", "Yes", "No", "Yes", "No"], stop_patience=2)
+    assert result.visited[:2] == ["i1", "i2"] and result.scores[:2] == [None, None]
+    assert result.replies == ["No", "Yes", "No", "Yes"]
+    assert len(result.visited) == 2 + 3 and result.stop_reason == "yes"
+    assert result.answer == "the answer" and result.llm_calls == 5
+    # each first-turn prompt lists the visited nodes in visit order, one more each time
+    assert [p.count("\n* ") for p in controller.prompts] == [2, 3, 4, 5]
+
+
+def test_search_never_revisits_and_ends_when_every_node_is_visited():
+    graph = hand_graph()
+    result, _ = search(graph, "Anything?", [])
+    assert sorted(result.visited) == sorted(n.id for n in graph.nodes)
+    assert len(set(result.visited)) == len(result.visited)
+    assert result.stop_reason == "exhausted" and len(result.replies) == len(graph.nodes) - 1
+
+
+def test_search_stops_at_max_steps_and_at_the_token_budget():
+    graph = hand_graph()
+    result, _ = search(graph, "Anything?", [], max_steps=1)
+    assert result.stop_reason == "max_steps" and len(result.visited) == 3
+    room = count_tokens(prompts.FIRST_TURN_HEAD.format(question="Anything?"))
+    tight = room + sum(n.tokens + 2 for n in graph.top_level) + 1
+    result, _ = search(graph, "Anything?", [], budget=tight)
+    assert result.stop_reason == "budget" and result.visited == ["i1", "i2"]
+
+
+def test_attention_steers_the_search_through_the_edges():
+    graph = hand_graph()
+    attention = FakeAttention()
+    # The question shares words with i1 only, so a = (i1: >0, i2: 0) and z favours i1's children.
+    result, _ = search(graph, "Whose bridge spans it?", ["No", "Yes"], attention=attention, embedding_search=False)
+    assert result.scoring == "attention"
+    assert result.visited[2] == "c1"  # e(i1, c1) = .75 beats e(i1, c2) = .25
+    # KV reuse: the session saw the top level once, then only each new node
+    assert attention.appended == [[graph.node("i1").text, graph.node("i2").text], [graph.node("c1").text]]
+
+
+def test_without_attention_the_search_follows_embedding_similarity():
+    graph = hand_graph()
+    result, _ = search(graph, "Mount Ardun high", ["No", "Yes"])
+    assert result.scoring == "embedding"
+    assert result.visited[2] == "c4"
+
+
+# ---- graph construction with a scripted LLM ----------------------------------------------------
+
+
+def garlic_llm(*, answer="Orrin River", yes_after=2, summary=None):
+    """Summaries: one bullet per pair of input lines (their first clauses); Yes once the prompt
+    lists ``yes_after`` more nodes than the top level; a fixed answer."""
+    state = {"first": None}
+
+    def pairs(prompt):
+        body = prompt[len(prompts.SUMMARIZE_HEAD) : prompt.index(prompts.SUMMARIZE_TAIL)]
+        segments = [line[2:] for line in body.splitlines() if line.startswith("* ")]
+        return "\n".join(
+            "* " + " and ".join(s.split(".")[0] for s in segments[i : i + 2]) + "." for i in range(0, len(segments), 2)
+        )
+
+    def respond(prompt):
+        if "answer the question as concisely as you can" in prompt:
+            return answer
+        if prompt.startswith("Can this question be answered"):
+            count = prompt.count("\n* ")
+            state["first"] = state["first"] or count
+            return "Yes" if count >= state["first"] + yes_after else "No"
+        if prompt.startswith(prompts.SUMMARIZE_HEAD):
+            return (summary or pairs)(prompt)
+        raise AssertionError(prompt[:200])
+
+    return ScriptedLLM(respond)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return [p.to_llama_index() for p in load_documents(DEMO)]
+
+
+CONFIG = GarlicConfig(n_s=1200, summary_tokens=200, search_window=4096, workers=1)
+
+
+def build(docs, tmp_path, llm=None, attention=None, config=CONFIG):
+    return GarlicIndex.from_documents(
+        docs, llm=llm or garlic_llm(), embed_model=HashEmbedding(), attention_model=attention, config=config,
+        show_progress=False, cache=tmp_path / "calls.sqlite",
+    )
+
+
+@pytest.fixture(scope="module")
+def index(docs, tmp_path_factory):
+    return build(docs, tmp_path_factory.mktemp("garlic"))
+
+
+def test_chunks_hold_at_most_300_tokens_and_keep_document_order(docs):
+    chunks = chunk_documents(docs, 300)
+    assert all(c.tokens <= 300 and c.level == 1 for c in chunks)
+    order = [d for c in chunks for d in c.doc_ids]
+    assert order == [d.doc_id for d in docs]
+    from llama_index.core.schema import Document
+
+    titled = chunk_documents([Document(text="It spans the Orrin.", metadata={"title": "Kesh Bridge"})], 300)
+    assert titled[0].text == "Kesh Bridge\nIt spans the Orrin."  # the title leads its document's text
+
+
+def test_batches_are_consecutive_and_within_the_budget():
+    nodes = [GraphNode(str(i), "x", 1, 100) for i in range(10)]
+    batches = make_batches(nodes, 350)
+    assert [len(b) for b in batches] == [3, 3, 3, 1]
+    assert [n.id for b in batches for n in b] == [str(i) for i in range(10)]
+    assert [len(b) for b in make_batches([GraphNode("big", "x", 1, 999)], 350)] == [1]
+
+
+def test_information_points_are_read_from_bullets_lines_or_sentences():
+    assert parse_information_points("* A is B.\n- C is D.\n1. E is F.\n* summary point") == (
+        ["A is B.", "C is D.", "E is F."], True)
+    assert parse_information_points("A is B.\nC is D.") == (["A is B.", "C is D."], False)
+    assert parse_information_points("A is B. C is D.") == (["A is B.", "C is D."], False)
+    assert parse_information_points("  ") == ([], False)
+
+
+def test_graph_levels_shrink_to_one_batch_and_edges_point_one_level_down(index):
+    graph = index.graph
+    levels = graph.levels
+    assert len(levels) >= 3 and levels[1] and all(len(levels[l]) < len(levels[l - 1]) for l in list(levels)[1:])
+    stats = index.stats()
+    assert stats["batches_per_level"][str(max(levels) - 1)] == 1  # the top level came from one batch
+    for parent, kids in graph.edges.items():
+        assert graph.node(parent).level >= 2
+        assert all(graph.node(k).level == graph.node(parent).level - 1 for k in kids)
+        assert sum(kids.values()) == pytest.approx(1.0)
+    assert all(graph.children(n.id) for n in graph.nodes if n.level > 1)
+    assert stats["edge_source"] == "embedding" and index.mode == "embedding"
+    assert stats["llm"]["calls"] == sum(stats["batches_per_level"].values())
+
+
+def test_summary_prompt_is_table_4(docs, tmp_path):
+    llm = garlic_llm()
+    build(docs, tmp_path, llm=llm)
+    first = llm.prompts[0]
+    assert first.startswith("Summary the following information. Each segment is separated by a new line symbol.\n* Astrel is a small")
+    assert first.endswith("Do not provide any explanation and start the summary directly.")
+    assert llm.calls_kwargs[0]["max_tokens"] == 200
+
+
+def test_attention_edges_come_from_the_attention_model(docs, tmp_path):
+    index = build(docs, tmp_path, attention=FakeAttention())
+    assert index.stats()["edge_source"] == "attention" and index.mode == "attention"
+    for parent, kids in index.graph.edges.items():
+        best = max(kids, key=kids.get)
+        shared = len(words(index.graph.node(parent).text) & words(index.graph.node(best).text))
+        assert shared == max(len(words(index.graph.node(parent).text) & words(index.graph.node(k).text)) for k in kids)
+
+
+def test_query_engine_returns_visited_nodes_calls_and_mode(index):
+    response = index.as_query_engine().query("Which river does the Kesh Bridge cross?")
+    meta = response.metadata
+    assert response.response == "Orrin River"
+    top = [n.id for n in index.graph.top_level]
+    assert meta["visited"][: len(top)] == top and len(meta["visited"]) == len(top) + 2
+    assert [n.node.node_id for n in response.source_nodes] == meta["visited"]
+    assert meta["replies"] == ["No", "No", "Yes"] and meta["stop_reason"] == "yes"
+    assert meta["llm_calls"] == 4 and meta["scoring"] == "embedding"
+
+
+def test_stop_patience_keeps_searching_after_a_yes(index):
+    one = index.as_query_engine(stop_patience=1).query("Which river does the Kesh Bridge cross?")
+    three = index.as_query_engine(stop_patience=3).query("Which river does the Kesh Bridge cross?")
+    assert three.metadata["replies"] == ["No", "No", "Yes", "Yes", "Yes"]
+    assert len(three.metadata["visited"]) == len(one.metadata["visited"]) + 2
+
+
+async def test_retriever_and_query_engine_work_inside_a_running_event_loop(index):
+    nodes = await index.as_retriever().aretrieve("Who designed the Kesh Bridge?")
+    response = await index.as_query_engine().aquery("Who designed the Kesh Bridge?")
+    assert [n.node.node_id for n in nodes] == response.metadata["visited"]
+    assert asyncio.get_running_loop().is_running()
+
+
+def test_persist_and_reload_round_trip(index, tmp_path):
+    index.persist(tmp_path / "g")
+    again = GarlicIndex.from_persist_dir(
+        tmp_path / "g", llm=garlic_llm(), embed_model=HashEmbedding(), cache=tmp_path / "calls.sqlite"
+    )
+    assert [n.id for n in again.graph.nodes] == [n.id for n in index.graph.nodes]
+    assert again.graph.edges == index.graph.edges
+    np.testing.assert_allclose(again.graph.embeddings, index.graph.embeddings, rtol=1e-6)
+    assert again.config == index.config and again.stats() == index.stats()
+    question = "Into which lake does the Orrin River flow?"
+    assert again.search(question).visited == index.search(question).visited
+
+
+def test_reload_of_a_folder_without_an_index_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no GARLIC index"):
+        GarlicIndex.from_persist_dir(tmp_path, llm=garlic_llm(), embed_model=HashEmbedding())
+
+
+def test_second_build_is_answered_from_the_cache(docs, tmp_path):
+    build(docs, tmp_path)
+    llm = garlic_llm(summary=lambda prompt: pytest.fail("the cache should answer"))
+    again = build(docs, tmp_path, llm=llm)
+    assert again.stats()["llm"]["calls"] == 0 and again.stats()["llm"]["cache_hits"] > 0
+
+
+def test_a_reply_without_points_is_retried_once_then_skipped_and_counted(docs, tmp_path):
+    def summary(prompt):
+        if prompt.endswith(prompts.BULLET_REMINDER) or "Velmora" not in prompt:
+            return "* " + prompt.split("* ")[1].split(".")[0] + "."
+        return ""
+
+    index = build(docs, tmp_path, llm=garlic_llm(summary=summary))
+    stats = index.stats()
+    assert stats["retried_replies"] >= 1 and stats["skipped_batches"] == 0
+
+    index = build(docs, tmp_path / "b", llm=garlic_llm(summary=lambda p: "" if "Velmora" in p else "* A point."))
+    assert index.stats()["skipped_batches"] >= 1
+    assert all(n.text != "" for n in index.graph.nodes)
+
+
+def test_a_level_whose_every_batch_fails_stops_the_build_with_the_reason(docs, tmp_path):
+    def summary(prompt):
+        raise ConnectionError("model server is down")
+
+    with pytest.raises(RuntimeError, match="every summarization batch of level 1 failed.*server is down"):
+        build(docs, tmp_path, llm=garlic_llm(summary=summary))
+
+
+def test_bad_input_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="at least one document"):
+        GarlicIndex.from_documents([], llm=garlic_llm(), embed_model=HashEmbedding())
+    with pytest.raises(ValueError, match="raise n_s"):
+        build([load_documents(DEMO)[0].to_llama_index()], tmp_path, config=GarlicConfig(n_s=400))
+    with pytest.raises(TypeError, match="attention_model"):
+        build([load_documents(DEMO)[0].to_llama_index()], tmp_path, attention=42)

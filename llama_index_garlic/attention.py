@@ -1,0 +1,268 @@
+"""Attention weights from a Hugging Face causal LM, for GARLIC's edges (Appendix B.1) and search (§3.2.2).
+
+The model runs with ``attn_implementation="eager"`` (the only implementation that materialises
+attention probabilities). Rather than ``output_attentions=True``, which keeps every layer's
+``heads × tokens × tokens`` tensor until the forward pass ends, a hook on each attention module
+averages the heads and keeps only the rows needed, layer by layer — the memory-saving
+accumulation Appendix B.1 describes. The result is the same as averaging ``output_attentions``.
+
+- :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
+  LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
+  over heads, layers and tokens, attention inside a node left out (B.1).
+- :meth:`TransformersAttention.session`: the search's first-turn prompt with a KV cache
+  (Appendix C): each appended node costs a forward pass over its own tokens only, and yields the
+  attention the node pays to the question.
+
+Models load offline from a local directory, a ``.gguf`` file (``gguf_file=``, dequantized by
+transformers; needs ``accelerate`` and ``gguf``, the ``transformers`` extra) or the alias of a
+bundled GGUF (:mod:`multihop_rag.bundled`). Dequantizing a GGUF takes tens of seconds
+(transformers cannot save the result, so every load pays it): load once per process and pass the
+object around.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from llama_index_garlic import prompts
+from multihop_rag import bundled
+
+__all__ = ["AttentionModel", "TransformersAttention", "AttentionSession", "load_attention_model"]
+
+log = logging.getLogger(__name__)
+
+_SENTINEL = "\u2063GARLIC-INFORMATION\u2063"
+
+
+def _token_indices(offsets: Sequence[tuple[int, int]], start: int, end: int) -> list[int]:
+    """Tokens whose characters overlap ``[start, end)``."""
+    return [i for i, (a, b) in enumerate(offsets) if a < end and b > start and b > a]
+
+
+def _find_spans(text: str, needles: Sequence[str], start: int, end: int) -> list[tuple[int, int]] | None:
+    """Character spans of ``needles``, found in order inside ``text[start:end]``; None if one is missing."""
+    spans, cursor = [], start
+    for needle in needles:
+        at = text.find(needle, cursor, end)
+        if at < 0 or not needle:
+            return None
+        spans.append((at, at + len(needle)))
+        cursor = at + len(needle)
+    return spans
+
+
+@runtime_checkable
+class AttentionModel(Protocol):
+    """What GARLIC needs from an attention source (:class:`TransformersAttention` is the real one)."""
+
+    name: str
+    forward_tokens: int
+
+    def summary_edges(self, prompt: str, reply: str, inputs: Sequence[str], outputs: Sequence[str]) -> np.ndarray | None:
+        """Unnormalised ``len(outputs) × len(inputs)`` attention from output IPs to input nodes."""
+
+    def session(self, question: str, *, kv_cache: bool = True) -> Any:
+        """An object whose ``append(texts)`` returns each appended node's attention to the question
+        and whose ``seconds`` counts the time spent."""
+
+
+class TransformersAttention:
+    """A causal LM whose attention weights score GARLIC's edges and search steps."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str = "transformers"):
+        implementation = getattr(model.config, "_attn_implementation", None)
+        if implementation != "eager":
+            raise ValueError(
+                f"attention weights need attn_implementation='eager' (this model uses {implementation!r}); "
+                "load it with TransformersAttention.from_pretrained"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self._layers = [m for n, m in model.named_modules() if n.endswith("self_attn")]
+        if not self._layers:
+            raise ValueError(f"found no '*.self_attn' attention modules in {type(model).__name__}")
+        self._lock = threading.Lock()
+        self.forward_tokens = 0
+        """Tokens processed so far (a cost counter)."""
+
+    # ---- loading ----
+
+    @classmethod
+    def from_pretrained(cls, source: str | Path) -> TransformersAttention:
+        """Load offline from a bundled alias, a ``.gguf`` file or a model directory."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        source = str(source)
+        if source in bundled.BUNDLED_LLMS:
+            source = str(bundled.gguf_path(source))
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(
+                f"no attention model at {path}: give a bundled alias ({', '.join(bundled.BUNDLED_LLMS)}), "
+                "a .gguf file or a Hugging Face model directory"
+            )
+        options = dict(attn_implementation="eager", dtype=torch.float32, local_files_only=True)
+        if path.suffix == ".gguf":
+            started = time.perf_counter()
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, **options)
+            log.info("loaded and dequantized %s in %.0f s", path.name, time.perf_counter() - started)
+            return cls(model, tokenizer, name=path.stem)
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(path), **options)
+        return cls(model, tokenizer, name=path.name)
+
+    # ---- attention capture ----
+
+    @contextmanager
+    def _capture(self, rows: slice) -> Iterator[dict[str, Any]]:
+        """Collect the head-averaged attention of query positions ``rows``, summed over layers."""
+        acc: dict[str, Any] = {"sum": None, "layers": 0}
+
+        def hook(_module, _args, output):
+            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if weights is None:
+                raise RuntimeError("the attention module returned no weights: eager attention is required")
+            part = weights[0, :, rows, :].mean(dim=0).float()
+            acc["sum"] = part if acc["sum"] is None else acc["sum"] + part
+            acc["layers"] += 1
+
+        handles = [layer.register_forward_hook(hook) for layer in self._layers]
+        try:
+            yield acc
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _forward(self, input_ids: list[int], rows: slice, past: Any = None) -> tuple[np.ndarray, Any]:
+        """Attention of positions ``rows`` of this forward pass (heads and layers averaged), and the cache."""
+        import torch
+
+        with self._capture(rows) as acc, torch.no_grad():
+            out = self.model(input_ids=torch.tensor([input_ids]), past_key_values=past, use_cache=True)
+        self.forward_tokens += len(input_ids)
+        return (acc["sum"] / acc["layers"]).numpy(), out.past_key_values
+
+    def _render(self, messages: list[dict[str, str]], **kwargs: Any) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        return "\n\n".join(m["content"] for m in messages)
+
+    def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+    # ---- edges ----
+
+    def summary_edges(self, prompt: str, reply: str, inputs: Sequence[str], outputs: Sequence[str]) -> np.ndarray | None:
+        """``len(outputs) × len(inputs)`` attention from each output IP to each input node (Appendix B.1).
+
+        ``prompt`` and ``reply`` are the summarization exchange; ``inputs`` and ``outputs`` must
+        appear in them in order. Rows are not yet normalised. None if a text cannot be located.
+        """
+        rendered = self._render([{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}])
+        user_at = rendered.find(prompt)
+        if user_at < 0:
+            return None
+        prompt_end = user_at + len(prompt)
+        in_spans = _find_spans(rendered, inputs, user_at, prompt_end)
+        out_spans = _find_spans(rendered, outputs, prompt_end, len(rendered))
+        if in_spans is None or out_spans is None:
+            return None
+        ids, offsets = self._encode(rendered)
+        in_tokens = [_token_indices(offsets, a, b) for a, b in in_spans]
+        out_tokens = [_token_indices(offsets, a, b) for a, b in out_spans]
+        if not all(in_tokens) or not all(out_tokens):
+            return None
+        first = min(t[0] for t in out_tokens)
+        with self._lock:
+            attention, _ = self._forward(ids, slice(first, None))
+        edges = np.zeros((len(outputs), len(inputs)))
+        for i, rows in enumerate(out_tokens):
+            block = attention[np.asarray(rows) - first]
+            for j, cols in enumerate(in_tokens):
+                edges[i, j] = block[:, cols].mean()
+        return edges
+
+    # ---- search ----
+
+    def session(self, question: str, *, kv_cache: bool = True) -> AttentionSession:
+        """A first-turn prompt for ``question`` to which visited nodes are appended (Appendix C)."""
+        return AttentionSession(self, question, kv_cache=kv_cache)
+
+    def __repr__(self) -> str:
+        return f"TransformersAttention({self.name}, {len(self._layers)} layers)"
+
+
+class AttentionSession:
+    """The search prompt of one question: ``[instruction, question, node, node, …]``.
+
+    With ``kv_cache=True`` the keys and values of everything processed are kept, so appending a
+    node runs the model over that node's tokens only; ``kv_cache=False`` re-reads the whole prompt
+    at every step (for measuring what the cache saves).
+    """
+
+    def __init__(self, owner: TransformersAttention, question: str, *, kv_cache: bool = True):
+        self.owner = owner
+        self.kv_cache = kv_cache
+        head = prompts.FIRST_TURN_HEAD.format(question=question)
+        rendered = owner._render([{"role": "user", "content": head + _SENTINEL}])
+        prefix = rendered[: rendered.index(_SENTINEL)]
+        q_at = prefix.rfind(question)
+        ids, offsets = owner._encode(prefix)
+        self._question = _token_indices(offsets, q_at, q_at + len(question)) if q_at >= 0 and question else []
+        if not self._question:
+            raise ValueError("the question does not appear in the search prompt")
+        self._ids = ids
+        self._past = None
+        self.seconds = 0.0
+        if kv_cache:
+            started = time.perf_counter()
+            with owner._lock:
+                _, self._past = owner._forward(ids, slice(0, 0))
+            self.seconds += time.perf_counter() - started
+
+    def append(self, texts: Sequence[str]) -> list[float]:
+        """Append nodes (as ``* text`` lines); return the attention each pays to the question,
+        averaged over heads, layers, the node's tokens and the question's tokens."""
+        if not texts:
+            return []
+        pieces = [self.owner._encode(prompts.bullet(t))[0] for t in texts]
+        new = [tok for piece in pieces for tok in piece]
+        started = time.perf_counter()
+        with self.owner._lock:
+            if self.kv_cache:
+                attention, self._past = self.owner._forward(new, slice(None), self._past)
+            else:
+                attention, _ = self.owner._forward(self._ids + new, slice(len(self._ids), None))
+        self.seconds += time.perf_counter() - started
+        self._ids = self._ids + new
+        scores, row = [], 0
+        for piece in pieces:
+            scores.append(float(attention[row : row + len(piece)][:, self._question].mean()))
+            row += len(piece)
+        return scores
+
+    @property
+    def tokens(self) -> int:
+        """Tokens in the prompt so far."""
+        return len(self._ids)
+
+
+def load_attention_model(spec: AttentionModel | str | Path | None) -> AttentionModel | None:
+    """None, a loaded attention model, or where to load a :class:`TransformersAttention` from."""
+    if spec is None or isinstance(spec, AttentionModel):
+        return spec
+    if isinstance(spec, (str, Path)):
+        return TransformersAttention.from_pretrained(spec)
+    raise TypeError(f"attention_model must be a path, a bundled alias or an AttentionModel, not {type(spec).__name__}")

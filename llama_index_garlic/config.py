@@ -1,0 +1,47 @@
+"""GARLIC's knobs, with the paper's defaults (§3, §4.1) and Table 2's ablation switches."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class GarlicConfig(BaseModel):
+    """How a GARLIC graph is built and searched."""
+
+    model_config = {"frozen": True}
+
+    chunk_size: int = Field(300, description="Tokens per level-1 chunk (§3.1).")
+    n_s: int | None = Field(
+        None,
+        description="Token threshold of one summarization batch, prompt and summary included, and of the "
+        "search prompt (§3.1, §4.1: 8K). None: min(8192, the LLM's context window).",
+    )
+    summary_tokens: int | None = Field(
+        None, description="Tokens of n_s reserved for the generated summary (and its max_tokens). None: n_s // 4."
+    )
+    max_levels: int = Field(8, description="Most summary levels above the chunks (a guard; the paper has none).")
+    stop_patience: int = Field(1, description="Search stops after this many 'Yes' answers (§3.2.1, p = 1 in Table 1).")
+    search_window: int | None = Field(
+        None, description="Token cap of the search prompt (None: n_s, as in §4.1). Lets a small n_s build a deep graph "
+        "while the search uses the LLM's whole context.",
+    )
+    answer_tokens: int = Field(256, description="Tokens of n_s kept free for the search's replies and answer.")
+    max_steps: int | None = Field(None, description="Most nodes added by the search (None: until Yes, budget or graph end).")
+    attention_search: bool = Field(True, description="Use z = Eᵀa when attention is available (Table 2: 'w/o attention search').")
+    embedding_search: bool = Field(True, description="Add query–node embedding similarity (Table 2: 'w/o embedding similarity search').")
+    kv_cache: bool = Field(True, description="Reuse the attention model's KV cache across search steps (Appendix C).")
+    workers: int = Field(4, description="Summarization calls in flight at once (threads).")
+
+    def window(self, context_window: int | None) -> int:
+        """n_s for an LLM with this context window."""
+        if self.n_s is not None:
+            return self.n_s
+        return min(8192, context_window or 8192)
+
+    def search_budget(self, context_window: int | None) -> int:
+        """Tokens the first-turn prompt may grow to."""
+        window = self.search_window if self.search_window is not None else self.window(context_window)
+        return window - self.answer_tokens
+
+    def summary_budget(self, context_window: int | None) -> int:
+        return self.summary_tokens if self.summary_tokens is not None else self.window(context_window) // 4

@@ -1,0 +1,39 @@
+"""GARLIC's prompts, verbatim from the paper's Appendix A (typos included: they are the prompt).
+
+- :data:`SUMMARIZE` — Summary Graph Construction, Table 4 (A.1). The input Information Points
+  (IPs) or chunks are listed one per line, each starting with ``* ``; the output IPs are called
+  "summary points" so that the model does not confuse them with the input.
+- :data:`FIRST_TURN` / :data:`SECOND_TURN` — Dynamic Graph Search, Table 5 (A.2): the first turn
+  asks whether the visited nodes suffice ("Yes"/"No"); after the last "Yes" the second turn asks
+  for the answer in the same conversation.
+"""
+
+SUMMARIZE_HEAD = "Summary the following information. Each segment is separated by a new line symbol.\n"
+SUMMARIZE_TAIL = (
+    "\nSplit your summary into different summary points according to the semantic information in these "
+    "information points. It is not necessary to generate each summary point for each information point. "
+    "Gather and organize information into summary points. In each summary point, try to avoid using pronouns "
+    "like he/she/they and instead use full names. Generate in the format of:\n"
+    "* summary point\n* summary point\n* summary point\n......\n"
+    "Do not provide any explanation and start the summary directly."
+)
+SUMMARIZE = SUMMARIZE_HEAD + "{segments}" + SUMMARIZE_TAIL
+"""Table 4; ``segments`` is one ``* <text>`` line per input node."""
+
+BULLET_REMINDER = "\nStart every summary point on its own line with '* '."
+"""Appended on the one retry when a reply holds no summary point (ours, not the paper's)."""
+
+FIRST_TURN_HEAD = (
+    "Can this question be answered by the following information? Response \"Yes\" or \"No\" in one word. "
+    "Do not provide any explanation.\nQuestion:\n{question}\nInformation:\n"
+)
+FIRST_TURN = FIRST_TURN_HEAD + "{information}"
+"""Table 5, first turn; ``information`` is one ``* <text>`` line per visited node, in visit order."""
+
+SECOND_TURN = "Given the above information and question, answer the question as concisely as you can."
+"""Table 5, second turn."""
+
+
+def bullet(text: str) -> str:
+    """One node as a line of a prompt: ``* <text>`` (inner newlines flattened, as in Tables 4–5)."""
+    return "* " + " ".join(text.split()) + "\n"

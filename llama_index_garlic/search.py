@@ -1,0 +1,206 @@
+"""Dynamic Graph Search (§3.2): LLM-controlled Greedy Best-First Search over the HWDAG.
+
+1. The visited set S starts as the top-level nodes (if they do not fit the window, the ones
+   most similar to the query that fit in half of it, as the paper's fixed-budget ablation does).
+2. The LLM gets Table 5's first turn — the question and S in visit order — and answers Yes/No.
+3. On "No" (or a "Yes" short of the stop patience p) every unvisited node is scored by
+   ``z = Eᵀa`` plus the query–node embedding similarity, each normalised to sum to 1
+   (:func:`~llama_index_garlic.graph.next_node_scores`); the best is appended to S. ``a`` is the
+   attention each visited node paid to the question, times its position (§3.2.2).
+4. After the p-th "Yes" the second turn asks for the answer, in the same conversation. When the
+   search ends for another reason the conversation still reads "Yes" there, so the answer turn
+   is always Table 5's (a small model shown its own "No" tends to answer "No").
+
+The loop also ends when the next node would overflow the window (``budget``), after
+``max_steps`` nodes, or when every node is visited; the reason is recorded. A node is never
+visited twice. Without an attention model the scores are embedding similarity alone (Table 2's
+"w/o attention search"), with the same Yes/No control.
+
+KV reuse (Appendix C): the attention model keeps the prompt's keys and values between steps
+(:class:`~llama_index_garlic.attention.AttentionSession`); llama.cpp reuses the longest common
+prompt prefix between calls by itself, so each Yes/No call there also costs only the new node.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.llms.llm import LLM
+
+from llama_index_garlic import prompts
+from llama_index_garlic.attention import AttentionModel
+from llama_index_garlic.graph import SummaryGraph, next_node_scores, position_weighted
+from multihop_rag.structured import StructuredStats, generate_label
+from multihop_rag.text import count_tokens
+
+__all__ = ["Controller", "LLMController", "SearchResult", "graph_search"]
+
+
+class Controller(Protocol):
+    """Who decides when to stop and writes the answer (Table 5)."""
+
+    calls: int
+
+    def sufficient(self, prompt: str) -> str:
+        """``"Yes"`` or ``"No"`` for the first-turn prompt."""
+
+    def answer(self, prompt: str) -> str:
+        """The second-turn answer after the first turn ``prompt`` was answered "Yes"."""
+
+
+class LLMController:
+    """Table 5 with a LlamaIndex LLM: constrained Yes/No where the backend allows it, parsed otherwise."""
+
+    def __init__(self, llm: LLM, stats: StructuredStats | None = None):
+        self.llm = llm
+        self.stats = stats
+        self.calls = 0
+
+    def sufficient(self, prompt: str) -> str:
+        self.calls += 1
+        return generate_label(self.llm, prompt, ("Yes", "No"), default="No", stats=self.stats)
+
+    def answer(self, prompt: str) -> str:
+        self.calls += 1
+        messages = [
+            ChatMessage(role=MessageRole.USER, content=prompt),
+            ChatMessage(role=MessageRole.ASSISTANT, content="Yes"),
+            ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN),
+        ]
+        return (self.llm.chat(messages).message.content or "").strip()
+
+
+@dataclass
+class SearchResult:
+    """The trace of one search."""
+
+    visited: list[str]
+    """Node ids in visit order (top level first)."""
+    scores: list[float | None]
+    """Score each node had when chosen (None for the starting top level)."""
+    replies: list[str]
+    """The LLM's Yes/No after each step."""
+    stop_reason: str
+    """``yes`` (p-th Yes), ``budget`` (window full), ``max_steps`` or ``exhausted`` (all visited)."""
+    scoring: str
+    """``attention+embedding``, ``attention``, or ``embedding``."""
+    answer: str | None = None
+    llm_calls: int = 0
+    seconds: float = 0.0
+    attention_seconds: float = 0.0
+    prompt_tokens: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int) -> list[int]:
+    top = [graph.position[n.id] for n in graph.top_level]
+    if sum(graph.nodes[i].tokens + 2 for i in top) <= budget:
+        return top
+    chosen, used = [], 0
+    for i in sorted(top, key=lambda i: -similarity[i]):
+        cost = graph.nodes[i].tokens + 2
+        if chosen and used + cost > budget // 2:
+            break
+        chosen.append(i)
+        used += cost
+    return chosen
+
+
+def graph_search(
+    graph: SummaryGraph,
+    question: str,
+    *,
+    query_embedding: list[float],
+    controller: Controller,
+    attention: AttentionModel | None = None,
+    stop_patience: int = 1,
+    budget: int = 8192,
+    max_steps: int | None = None,
+    attention_search: bool = True,
+    embedding_search: bool = True,
+    kv_cache: bool = True,
+    answer: bool = True,
+) -> SearchResult:
+    """Run §3.2 for ``question`` (see the module docstring). ``budget``: tokens of the first-turn prompt."""
+    if stop_patience < 1:
+        raise ValueError("stop_patience must be at least 1")
+    if not graph.nodes:
+        raise ValueError("the graph is empty")
+    started = time.perf_counter()
+    use_attention = attention is not None and attention_search
+    similarity = graph.similarity(query_embedding)
+    adjacency = graph.adjacency()
+    n = len(graph.nodes)
+    visited = np.zeros(n, dtype=bool)
+    order: list[int] = []
+    chosen_scores: list[float | None] = []
+    raw_attention = np.zeros(n)
+    session = attention.session(question, kv_cache=kv_cache) if use_attention else None
+    room = budget - count_tokens(prompts.FIRST_TURN_HEAD.format(question=question))
+    used = 0
+
+    def visit(positions: list[int], scores: list[float | None]) -> None:
+        nonlocal used
+        if session is not None:
+            raw_attention[positions] = session.append([graph.nodes[i].text for i in positions])
+        for i, score in zip(positions, scores):
+            visited[i] = True
+            order.append(i)
+            chosen_scores.append(score)
+            used += graph.nodes[i].tokens + 2
+
+    start = _initial(graph, similarity, room)
+    visit(start, [None] * len(start))
+    calls_before = controller.calls
+    replies: list[str] = []
+    yes, steps = 0, 0
+
+    def prompt() -> str:
+        information = "".join(prompts.bullet(graph.nodes[i].text) for i in order)
+        return prompts.FIRST_TURN.format(question=question, information=information)
+
+    while True:
+        reply = controller.sufficient(prompt())
+        replies.append(reply)
+        yes += reply == "Yes"
+        if yes >= stop_patience:
+            reason = "yes"
+            break
+        if max_steps is not None and steps >= max_steps:
+            reason = "max_steps"
+            break
+        a = None
+        if use_attention:
+            weighted = np.zeros(n)
+            weighted[order] = position_weighted(raw_attention[order])
+            a = weighted
+        scores = next_node_scores(adjacency, a, similarity if (embedding_search or not use_attention) else None, visited)
+        best = int(np.argmax(scores))
+        if not np.isfinite(scores[best]):
+            reason = "exhausted"
+            break
+        if used + graph.nodes[best].tokens + 2 > room:
+            reason = "budget"
+            break
+        visit([best], [float(scores[best])])
+        steps += 1
+
+    final = prompt()
+    result = SearchResult(
+        visited=[graph.nodes[i].id for i in order],
+        scores=chosen_scores,
+        replies=replies,
+        stop_reason=reason,
+        scoring=("attention+embedding" if embedding_search else "attention") if use_attention else "embedding",
+        prompt_tokens=count_tokens(final),
+        attention_seconds=session.seconds if session is not None else 0.0,
+    )
+    if answer:
+        result.answer = controller.answer(final)
+    result.llm_calls = controller.calls - calls_before
+    result.seconds = time.perf_counter() - started
+    return result
