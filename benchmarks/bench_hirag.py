@@ -28,13 +28,8 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.metrics import bootstrap_ci, exact_match, precision_recall_f1  # noqa: E402
+from multihop_rag.metrics import format_ci, exact_match, precision_recall_f1  # noqa: E402
 from multihop_rag.naive import ANSWER_PROMPT  # noqa: E402
-
-
-def ci(values: list[float]) -> str:
-    mean, low, high = bootstrap_ci(values)
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
 DIRECT_PROMPT = "Answer the question in as few words as possible.\nQuestion: {question}\nAnswer:"
@@ -110,7 +105,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for method, m in rows.items():
         n = len(m["f1"])
-        print(f"| {method} | {n} | {ci(m['em'])} | {ci(m['f1'])} | {sum(m['precision']) / n:.3f} | "
+        print(f"| {method} | {n} | {format_ci(m['em'])} | {format_ci(m['f1'])} | {sum(m['precision']) / n:.3f} | "
               f"{sum(m['recall']) / n:.3f} | {sum(m['seconds']) / n:.1f} | {sum(m['calls']) / n:.1f} | "
               f"{sum(m['subq']) / n:.1f} |")
     total = sum(sources.values()) or 1
@@ -120,7 +115,7 @@ def main() -> None:
           "(returned document contains the gold object):\n")
     print("| retriever | answer in returned document |\n|---|---|")
     for name, values in hits.items():
-        print(f"| {name} | {ci(values)} |")
+        print(f"| {name} | {format_ci(values)} |")
 
 
 if __name__ == "__main__":

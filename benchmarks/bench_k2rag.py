@@ -28,12 +28,7 @@ import numpy as np  # noqa: E402
 from llama_index_k2rag import PIPELINES, K2RAGConfig, K2RAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.metrics import bootstrap_ci, cosine_score, exact_match, f1_score  # noqa: E402
-
-
-def ci(values: list[float]) -> str:
-    mean, low, high = bootstrap_ci(values)
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+from multihop_rag.metrics import format_ci, cosine_score, exact_match, f1_score  # noqa: E402
 
 
 def main() -> None:
@@ -100,8 +95,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for pipeline, m in scores.items():
         q1, q3 = np.percentile(m["cos"], [25, 75])
-        print(f"| {pipeline} | {len(m['cos'])} | {q1:.2f} | {np.mean(m['cos']):.2f} | {q3:.2f} | {ci(m['em'])} | "
-              f"{ci(m['f1'])} | {np.mean(m['seconds']):.1f} |")
+        print(f"| {pipeline} | {len(m['cos'])} | {q1:.2f} | {np.mean(m['cos']):.2f} | {q3:.2f} | {format_ci(m['em'])} | "
+              f"{format_ci(m['f1'])} | {np.mean(m['seconds']):.1f} |")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_resp import build_resp_graph, combined_memory  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.metrics import bootstrap_ci, exact_match, f1_score  # noqa: E402
+from multihop_rag.metrics import format_ci, exact_match, f1_score  # noqa: E402
 from multihop_rag.stores import langchain_chroma  # noqa: E402
 
 # FlashRAG's standard-RAG prompt, the "Standard RAG" baseline of ReSP Table 2.
@@ -43,11 +43,6 @@ class CallCounter(BaseCallbackHandler):
 
     def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
         self.calls += 1
-
-
-def ci(values: list[float]) -> str:
-    mean, low, high = bootstrap_ci(values)
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def bench(dataset: str, llm, embeddings, pool: int, limit: int, folder: str) -> list[str]:
@@ -85,7 +80,7 @@ def bench(dataset: str, llm, embeddings, pool: int, limit: int, folder: str) -> 
         n = len(m["f1"])
         iters = f"{sum(m['iterations']) / n:.2f}" if "iterations" in m else "1"
         ratio = f"{sum(m['retrieved_words']) / max(1, sum(m['evidence_words'])):.2f}" if "retrieved_words" in m else "–"
-        out.append(f"| {dataset} | {method} | {n} | {ci(m['em'])} | {ci(m['f1'])} | {iters} | {ratio} | "
+        out.append(f"| {dataset} | {method} | {n} | {format_ci(m['em'])} | {format_ci(m['f1'])} | {iters} | {ratio} | "
                    f"{sum(m['seconds']) / n:.1f} | {sum(m['calls']) / n:.1f} |")
     return out
 

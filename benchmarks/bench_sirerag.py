@@ -24,12 +24,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_dataset, load_pooled  # noqa: E402
-from multihop_rag.metrics import answer_recall_at_k, bootstrap_ci, exact_match, f1_score  # noqa: E402
-
-
-def ci(values: list[float]) -> str:
-    mean, low, high = bootstrap_ci(values)
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+from multihop_rag.metrics import answer_recall_at_k, format_ci, exact_match, f1_score  # noqa: E402
 
 
 def evaluate(name: str, index: SiReRAGIndex, questions, k: int, kind: str | None = None) -> dict:
@@ -98,7 +93,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         n = len(r["em"])
-        print(f"| {name} | {ci(r['em'])} | {ci(r['f1'])} | {sum(r['recall5']) / n:.2f} | {sum(r['recall10']) / n:.2f} | "
+        print(f"| {name} | {format_ci(r['em'])} | {format_ci(r['f1'])} | {sum(r['recall5']) / n:.2f} | {sum(r['recall10']) / n:.2f} | "
               f"{sum(r['recall20']) / n:.2f} | {tpq[name]:.1f} | {f'{tper:.3f}' if name == 'SiReRAG' else '–'} |")
 
 

@@ -33,6 +33,10 @@ FIRST_TURN = FIRST_TURN_HEAD + "{information}"
 SECOND_TURN = "Given the above information and question, answer the question as concisely as you can."
 """Table 5, second turn."""
 
+SECOND_TURN_RETRY = SECOND_TURN + "\nQuestion: {question}\nAnswer:"
+"""Asked once when the second turn brings back a bare "Yes"/"No" to a question that is not a yes/no
+question (small models echo their first-turn reply); ours, not the paper's."""
+
 
 def bullet(text: str) -> str:
     """One node as a line of a prompt: ``* <text>`` (inner newlines flattened, as in Tables 4–5)."""

@@ -42,6 +42,7 @@ def _metadata(result: SearchResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "scoring": result.scoring,
         "llm_calls": result.llm_calls,
+        "answer_retries": result.answer_retries,
         "prompt_tokens": result.prompt_tokens,
         "seconds": round(result.seconds, 3),
         "attention_seconds": round(result.attention_seconds, 3),

@@ -23,8 +23,9 @@ prompt prefix between calls by itself, so each Yes/No call there also costs only
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -39,6 +40,10 @@ from multihop_rag.text import count_tokens
 
 __all__ = ["Controller", "LLMController", "SearchResult", "graph_search"]
 
+_YES_NO_QUESTION = re.compile(
+    r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b", re.IGNORECASE
+)
+
 
 class Controller(Protocol):
     """Who decides when to stop and writes the answer (Table 5)."""
@@ -48,8 +53,8 @@ class Controller(Protocol):
     def sufficient(self, prompt: str) -> str:
         """``"Yes"`` or ``"No"`` for the first-turn prompt."""
 
-    def answer(self, prompt: str) -> str:
-        """The second-turn answer after the first turn ``prompt`` was answered "Yes"."""
+    def answer(self, prompt: str, question: str) -> str:
+        """The second-turn answer to ``question`` after the first turn ``prompt`` was answered "Yes"."""
 
 
 class LLMController:
@@ -59,18 +64,24 @@ class LLMController:
         self.llm = llm
         self.stats = stats
         self.calls = 0
+        self.echoes = 0
+        """Second turns that came back as a bare Yes/No and were asked again."""
 
     def sufficient(self, prompt: str) -> str:
         self.calls += 1
         return generate_label(self.llm, prompt, ("Yes", "No"), default="No", stats=self.stats)
 
-    def answer(self, prompt: str) -> str:
+    def answer(self, prompt: str, question: str) -> str:
+        turns = [ChatMessage(role=MessageRole.USER, content=prompt), ChatMessage(role=MessageRole.ASSISTANT, content="Yes")]
+        text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN)])
+        if text.strip(" .!").lower() in {"yes", "no"} and not _YES_NO_QUESTION.match(question):
+            self.echoes += 1
+            retry = prompts.SECOND_TURN_RETRY.format(question=question)
+            text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=retry)])
+        return text
+
+    def _ask(self, messages: list[ChatMessage]) -> str:
         self.calls += 1
-        messages = [
-            ChatMessage(role=MessageRole.USER, content=prompt),
-            ChatMessage(role=MessageRole.ASSISTANT, content="Yes"),
-            ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN),
-        ]
         return (self.llm.chat(messages).message.content or "").strip()
 
 
@@ -93,7 +104,8 @@ class SearchResult:
     seconds: float = 0.0
     attention_seconds: float = 0.0
     prompt_tokens: int = 0
-    extra: dict = field(default_factory=dict)
+    answer_retries: int = 0
+    """Second turns asked again after a bare Yes/No (0 or 1)."""
 
 
 def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int) -> list[int]:
@@ -200,7 +212,9 @@ def graph_search(
         attention_seconds=session.seconds if session is not None else 0.0,
     )
     if answer:
-        result.answer = controller.answer(final)
+        echoes = getattr(controller, "echoes", 0)
+        result.answer = controller.answer(final, question)
+        result.answer_retries = getattr(controller, "echoes", 0) - echoes
     result.llm_calls = controller.calls - calls_before
     result.seconds = time.perf_counter() - started
     return result

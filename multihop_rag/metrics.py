@@ -10,6 +10,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -23,6 +24,8 @@ __all__ = [
     "supporting_recall_at_k",
     "cosine_score",
     "bootstrap_ci",
+    "format_ci",
+    "rouge_l",
 ]
 
 
@@ -103,3 +106,22 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = 2000, seed: int = 
     means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(data.mean()), float(low), float(high)
+
+
+def format_ci(values: Sequence[float]) -> str:
+    """``mean [low, high]`` of :func:`bootstrap_ci`, for benchmark tables."""
+    mean, low, high = bootstrap_ci(values)
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+@cache
+def _rouge_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
+def rouge_l(prediction: str, gold: str | Sequence[str]) -> float:
+    """ROUGE-L F-measure (Google's ``rouge-score``, as Hugging Face Evaluate uses), best over golds."""
+    return max(_rouge_scorer().score(g, prediction)["rougeL"].fmeasure for g in _golds(gold))
+

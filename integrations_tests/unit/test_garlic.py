@@ -83,7 +83,7 @@ class Script:
         self.prompts.append(prompt)
         return self.replies.pop(0) if self.replies else "No"
 
-    def answer(self, prompt):
+    def answer(self, prompt, question):
         self.calls += 1
         return "the answer"
 
@@ -357,3 +357,17 @@ def test_bad_input_is_refused(tmp_path):
         build([load_documents(DEMO)[0].to_llama_index()], tmp_path, config=GarlicConfig(n_s=400))
     with pytest.raises(TypeError, match="attention_model"):
         build([load_documents(DEMO)[0].to_llama_index()], tmp_path, attention=42)
+
+
+def test_a_bare_yes_to_the_answer_turn_is_asked_once_more_with_the_question():
+    from llama_index_garlic.search import LLMController
+
+    def respond(prompt):
+        return "Lake Ismay" if "\nAnswer:" in prompt else "Yes"
+
+    controller = LLMController(ScriptedLLM(respond))
+    assert controller.answer("Can this question … ", "Into which lake does the Orrin flow?") == "Lake Ismay"
+    assert controller.echoes == 1 and controller.calls == 2
+    # a yes/no question keeps its Yes
+    assert controller.answer("Can this question … ", "Is Velmora on the Orrin?") == "Yes"
+    assert controller.echoes == 1 and controller.calls == 3

@@ -58,3 +58,11 @@ def test_bootstrap_interval_brackets_the_mean_and_is_seeded():
     assert bootstrap_ci(values) == (mean, low, high)
     assert bootstrap_ci([]) == (0.0, 0.0, 0.0)
     assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0, 1.0)
+
+
+def test_rouge_l_is_the_longest_common_subsequence_f_measure():
+    from multihop_rag.metrics import rouge_l
+
+    assert rouge_l("The garden.", ["the garden"]) == 1.0
+    assert rouge_l("Orrin River flows", ["Lake", "Orrin River"]) == pytest.approx(0.8)  # P 2/3, R 1
+    assert rouge_l("", "x") == 0.0
