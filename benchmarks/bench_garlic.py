@@ -8,7 +8,7 @@ patience p = 1. Baselines answer with the same Table 5 answer turn from:
 The search is re-run without KV reuse (``kv_cache=False``; LLM replies come from the cache, so the
 same nodes are visited) to measure what the cache saves on the attention side.
 
-    python benchmarks/bench_garlic.py --dataset hotpotqa --split smoke --limit 5 \
+    python benchmarks/bench_garlic.py --dataset hotpotqa --split smoke --limit 5 --n-s 2048 \
         --llm llamacpp:qwen2.5-coder-0.5b --attention qwen2.5-coder-0.5b
 """
 
