@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# One resolver call for everything (separate calls pick conflicting versions).
-	$(BIN)/pip install --progress-bar off -e ".[embedded,plots,server,graphrag,transformers,dev]"
+	$(BIN)/pip install --progress-bar off -e ".[embedded,server,graphrag,transformers,dev]"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -33,9 +33,11 @@ FIRST_TURN = FIRST_TURN_HEAD + "{information}"
 SECOND_TURN = "Given the above information and question, answer the question as concisely as you can."
 """Table 5, second turn."""
 
-SECOND_TURN_RETRY = SECOND_TURN + "\nQuestion: {question}\nAnswer:"
-"""Asked once when the second turn brings back a bare "Yes"/"No" to a question that is not a yes/no
-question (small models echo their first-turn reply); ours, not the paper's."""
+SECOND_TURN_RETRY = "Question:\n{question}\nInformation:\n{information}" + SECOND_TURN + "\nAnswer:"
+"""Asked once, as a fresh single-turn prompt over the same information, when the second turn brings
+back a bare "Yes"/"No" to a question that is not a yes/no question; ours, not the paper's. Small
+models stay in Yes/No mode inside the Table 5 conversation: Qwen2.5-0.5B answered "No", then "Yes"
+to a retry in the same conversation, and "Rush" (the gold answer) to this prompt."""
 
 
 def bullet(text: str) -> str:

@@ -76,8 +76,9 @@ class LLMController:
         text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN)])
         if text.strip(" .!").lower() in {"yes", "no"} and not _YES_NO_QUESTION.match(question):
             self.echoes += 1
-            retry = prompts.SECOND_TURN_RETRY.format(question=question)
-            text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=retry)])
+            information = prompt.split("\nInformation:\n", 1)[-1]
+            retry = prompts.SECOND_TURN_RETRY.format(question=question, information=information)
+            text = self._ask([ChatMessage(role=MessageRole.USER, content=retry)])
         return text
 
     def _ask(self, messages: list[ChatMessage]) -> str:

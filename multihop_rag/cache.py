@@ -4,7 +4,8 @@ Every finished call is committed at once, keyed by the model, the prompt or mess
 call's parameters. Re-running a killed build answers its finished calls from disk.
 
 - LlamaIndex: :class:`CachedLLM` wraps any ``LLM`` (and counts calls, hits and tokens).
-- LangChain: :class:`SQLiteChatCache` is a ``BaseCache``; pass it as ``cache=`` to any chat model.
+- LangChain: :class:`SQLiteChatCache` is a ``BaseCache``; pass it as ``cache=`` to any chat model;
+  :class:`UsageCallback` counts a chat model's calls and tokens.
 Both share one file format, :class:`LLMCache`.
 """
 
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.caches import BaseCache
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.load import dumps, loads
 from langchain_core.messages import AIMessage, AIMessageChunk
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk, LLMResult
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -39,7 +41,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
-__all__ = ["LLMCache", "CachedLLM", "SQLiteChatCache", "Usage", "cache_key", "cached_llm"]
+__all__ = ["LLMCache", "CachedLLM", "SQLiteChatCache", "Usage", "UsageCallback", "cache_key", "cached_llm"]
 
 
 def cache_key(model: str, payload: Any, params: dict[str, Any] | None = None) -> str:
@@ -95,6 +97,11 @@ class Usage:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+    def __sub__(self, other: Usage) -> Usage:
+        """What was spent between two snapshots (``after - before``)."""
+        a, b = asdict(self), asdict(other)
+        return Usage(**{k: a[k] - b[k] for k in a})
 
 
 def _tokens_from_raw(raw: Any) -> tuple[int, int]:
@@ -239,6 +246,28 @@ class SQLiteChatCache(BaseCache):
 
     def clear(self, **kwargs: Any) -> None:
         self.store.clear()
+
+
+class UsageCallback(BaseCallbackHandler):
+    """Counts a LangChain chat model's calls and tokens into a :class:`Usage`:
+    ``model.callbacks = [UsageCallback(usage)]``. Calls answered by a LangChain cache count as
+    calls too (LangChain reports them like any other)."""
+
+    def __init__(self, usage: Usage | None = None):
+        self.usage = usage or Usage()
+        self._lock = threading.Lock()
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.usage.calls += 1
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        for generations in response.generations:
+            for generation in generations:
+                meta = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                with self._lock:
+                    self.usage.prompt_tokens += int(meta.get("input_tokens", 0))
+                    self.usage.completion_tokens += int(meta.get("output_tokens", 0))
 
 
 def cached_llm(llm: LLM, cache: bool | str | Path | LLMCache | None) -> LLM:

@@ -14,12 +14,14 @@ import os
 import sys
 import tempfile
 import time
-from importlib import resources
 from pathlib import Path
 
 from multihop_rag.backends import BackendError
 
 METHODS = ("naive",)
+"""Methods `index` and `ask` serve."""
+EVAL_METHODS = ("naive", "raptor", "sirerag", "resp", "hirag", "garlic", "k2rag")
+"""Methods `eval` runs (multihop_rag.runners.RUNNERS; not imported here to keep --help fast)."""
 MANIFEST = "multihop_rag.json"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -88,43 +90,72 @@ def _print_answer(answer) -> None:
         print(f"   [{e.score:.2f}] {e.title}: {e.text[:110]}{'…' if len(e.text) > 110 else ''}")
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from multihop_rag.corpus import load_dataset
-    from multihop_rag.evaluate import run, summarize
-    from multihop_rag.naive import NaiveRAG
+def _eval_models(args: argparse.Namespace, out: Path, methods: list[str]):
+    """Models for an evaluation: one LLM-call cache in ``out`` for both frameworks, usage counted."""
+    from multihop_rag import backends
+    from multihop_rag.cache import CachedLLM, LLMCache, UsageCallback
+    from multihop_rag.runners import Models
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise UsageError(f"unknown or not yet available method(s): {', '.join(unknown)} (available: {', '.join(METHODS)})")
-    passages, questions = load_dataset(args.dataset, args.split, args.data_dir)
+    llm_s, embed_s = backends.resolve_llm_spec(args.llm), backends.resolve_embed_spec(args.embed)
+    attention = None
+    if "garlic" in methods and args.attention_model != "none":
+        attention = llm_s.name if args.attention_model == "auto" and llm_s.kind == "llamacpp" else None
+        attention = args.attention_model if args.attention_model not in ("auto", "none") else attention
+    started = time.perf_counter()
+    _say(f"loading models: llm={llm_s} embed={embed_s}" + (f" attention={attention}" if attention else "") + " …")
+    out.mkdir(parents=True, exist_ok=True)
+    cache = LLMCache(out / "llm_calls.sqlite")
+    models = Models(
+        llm=CachedLLM(inner=backends.llama_index_llm(str(llm_s)), cache=cache),
+        embed=backends.llama_index_embedding(str(embed_s)),
+        chat=backends.chat_model(str(llm_s), cache=cache),
+        lc_embed=backends.langchain_embeddings(str(embed_s)),
+    )
+    models.chat.callbacks = [UsageCallback(models.chat_usage)]
+    if attention:
+        from llama_index_garlic.attention import load_attention_model
+
+        models.attention = load_attention_model(attention)
+    _say(f"models ready in {time.perf_counter() - started:.1f} s")
+    return models, llm_s, embed_s, attention
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from multihop_rag.corpus import load_dataset, load_pooled
+    from multihop_rag.evaluate import evaluate
+    from multihop_rag.runners import RUNNERS, make_runner
+
+    methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
+    unknown = [m for m in methods if m not in RUNNERS]
+    if unknown or not methods:
+        raise UsageError(f"unknown method(s): {', '.join(unknown) or '(none given)'} (available: {', '.join(RUNNERS)})")
+    if args.split == "dev":
+        passages, questions = load_pooled(args.dataset, args.pool, args.data_dir)
+        corpus = f"candidates of the first {args.pool} dev questions, pooled"
+    else:
+        passages, questions = load_dataset(args.dataset, args.split, args.data_dir)
+        corpus = "smoke corpus"
     if not passages:
-        raise UsageError(f"{args.dataset} has no corpus here: corpus-based methods cannot run on it")
+        raise UsageError(
+            f"{args.dataset} has no corpus here: every method retrieves from a corpus, so none can run on it"
+        )
     questions = questions[: args.limit] if args.limit else questions
     out = Path(args.out)
-    llm, embed, llm_s, embed_s = _models(args.llm, args.embed)
-    rag = NaiveRAG.build(passages, llm=llm, embed_model=embed, store=out / "store" / f"{args.dataset}-{args.split}")
-    results = run("naive", rag.answer, questions, out)
-    summary = summarize(results)
-    print(f"\n{args.dataset}/{args.split}, llm={llm_s}, embed={embed_s}")
-    print("| method | n | EM | F1 | answer recall@5 | s/question |\n|---|---|---|---|---|---|")
-    print(
-        f"| naive | {summary['n']} | {summary['em']:.3f} | {summary['f1']:.3f} | "
-        f"{summary['answer_recall']:.3f} | {summary['seconds']:.1f} |"
-    )
-    print(f"results: {out / 'results.jsonl'}")
+    models, llm_s, embed_s, attention = _eval_models(args, out, methods)
+    setting = {"dataset": args.dataset, "split": args.split, "corpus": corpus, "passages": len(passages),
+               "llm": str(llm_s), "embed": str(embed_s), "garlic_attention": str(attention) if attention else None}
+    evaluate([make_runner(m) for m in methods], passages, questions, models, out, setting)
+    print((out / "report.md").read_text())
+    print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from multihop_rag.corpus import load_documents
+    from multihop_rag.corpus import load_demo
     from multihop_rag.metrics import exact_match
     from multihop_rag.naive import NaiveRAG
 
-    data = resources.files("multihop_rag") / "data"
-    with resources.as_file(data / "demo_corpus.jsonl") as corpus_path:
-        passages = load_documents(corpus_path)
-    questions = [json.loads(line) for line in (data / "demo_questions.jsonl").read_text().splitlines()]
+    passages, questions = load_demo()
     store = args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-")
     _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; store: {store}")
     llm, embed, llm_s, embed_s = _models(args.llm, args.embed)
@@ -133,11 +164,11 @@ def _demo(args: argparse.Namespace) -> int:
     _say(f"indexed {len(rag)} passages in {time.perf_counter() - started:.1f} s (method: naive dense retrieval)")
     correct = 0
     for q in questions:
-        answer = rag.answer(q["question"])
+        answer = rag.answer(q.question)
         _print_answer(answer)
-        hit = exact_match(answer.text, q["answers"]) or any(a.lower() in answer.text.lower() for a in q["answers"])
+        hit = exact_match(answer.text, q.answers) or any(a.lower() in answer.text.lower() for a in q.answers)
         correct += bool(hit)
-        print(f"   gold: {q['answers'][0]}  {'✓' if hit else '✗'}")
+        print(f"   gold: {q.answers[0]}  {'✓' if hit else '✗'}")
     print(f"\n{correct}/{len(questions)} answered correctly with llm={llm_s}, embed={embed_s}")
     return 0
 
@@ -174,10 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="score methods on a multi-hop QA dataset")
     p.add_argument("--dataset", required=True, help="musique, hotpotqa, 2wikimultihopqa, bamboogle or multihoprag")
     p.add_argument("--split", default="smoke", choices=("smoke", "dev"), help="data split (default: smoke)")
-    p.add_argument("--methods", default="naive", help=f"comma-separated methods (available: {', '.join(METHODS)})")
+    p.add_argument("--methods", default="naive", help=f"comma-separated methods (available: {', '.join(EVAL_METHODS)})")
     p.add_argument("--limit", type=int, help="only the first N questions")
-    p.add_argument("--out", default="out/eval", help="output folder: results.jsonl and the store (default: out/eval)")
+    p.add_argument("--pool", type=int, default=30, help="dev split: the corpus pools the candidates of this many questions (default: 30)")
+    p.add_argument("--out", default="out/eval", help="output folder: indexes, results.jsonl, report.md, report.png (default: out/eval)")
     p.add_argument("--data-dir", help="dataset folder (default: $MULTIHOP_RAG_DATA or shared/data)")
+    p.add_argument("--attention-model", default="auto", help="GARLIC's attention model: auto (the llamacpp GGUF "
+                   "through transformers; none for Ollama), none (embedding fallback), or a GGUF file / HF model dir")
     models(p)
     p.set_defaults(run=_eval)
 

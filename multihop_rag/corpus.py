@@ -14,6 +14,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "load_documents",
     "load_dataset",
     "load_pooled",
+    "load_demo",
     "data_dir",
 ]
 
@@ -231,3 +233,15 @@ def load_pooled(
     questions = questions[:n_questions]
     wanted = {c for q in questions for c in q.candidates}
     return [p for p in passages if p.id in wanted], questions
+
+
+def load_demo() -> tuple[list[Passage], list[Question]]:
+    """The bundled demo: 15 passages about the fictional country of Astrel (so a model cannot answer
+    from memory) and three two-hop questions about them. Used by ``multihop-rag demo`` and the cookbooks."""
+    data = resources.files("multihop_rag") / "data"
+    report = LoadReport()
+    with resources.as_file(data / "demo_corpus.jsonl") as path:
+        passages = _passages_from_jsonl(path, report)
+    with resources.as_file(data / "demo_questions.jsonl") as path:
+        questions = [Question.from_record(r) for r in _read_jsonl(path, report)]
+    return passages, questions

@@ -16,12 +16,12 @@ from pathlib import Path
 from llama_index.core import PromptTemplate, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import NodeWithScore, TextNode
 
 from multihop_rag.corpus import Passage
 from multihop_rag.stores import StoreError, chroma_vector_store
 
-__all__ = ["ANSWER_PROMPT", "Answer", "NaiveRAG"]
+__all__ = ["ANSWER_PROMPT", "Answer", "Evidence", "NaiveRAG", "evidence_from_nodes"]
 
 ANSWER_PROMPT = PromptTemplate(
     "Passages:\n{context_str}\n\n"
@@ -49,6 +49,19 @@ class Answer:
     text: str
     evidence: list[Evidence] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[Evidence]:
+    """Retrieved LlamaIndex nodes as :class:`Evidence` (id: the source passage's id when known)."""
+    return [
+        Evidence(
+            id=n.node.metadata.get("passage_id") or n.node.ref_doc_id or n.node.node_id,
+            title=n.node.metadata.get("title", ""),
+            text=n.node.get_content(),
+            score=float(n.score or 0.0),
+        )
+        for n in nodes
+    ]
 
 
 def _node(p: Passage) -> TextNode:
@@ -117,14 +130,6 @@ class NaiveRAG:
             llm=self.llm, similarity_top_k=self.similarity_top_k, text_qa_template=ANSWER_PROMPT
         )
         response = engine.query(question)
-        evidence = [
-            Evidence(
-                id=n.node.metadata.get("passage_id", n.node.node_id),
-                title=n.node.metadata.get("title", ""),
-                text=n.node.get_content(),
-                score=float(n.score or 0.0),
-            )
-            for n in response.source_nodes
-        ]
+        evidence = evidence_from_nodes(response.source_nodes)
         text = str(response).strip()
         return Answer(question=question, text=text, evidence=evidence, seconds=time.perf_counter() - started)

@@ -1,6 +1,6 @@
 import pytest
 
-from integrations_tests.fakes import HashEmbedding, ScriptedLLM
+from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
 from multihop_rag import backends, cli
 
 
@@ -14,6 +14,8 @@ def run(capsys, *argv):
 def fake_models(monkeypatch):
     monkeypatch.setattr(backends, "llama_index_llm", lambda spec=None, **k: ScriptedLLM(lambda p: "Orrin River"))
     monkeypatch.setattr(backends, "llama_index_embedding", lambda spec=None: HashEmbedding())
+    monkeypatch.setattr(backends, "chat_model", lambda spec=None, **k: ScriptedChatModel(lambda p: "Orrin River"))
+    monkeypatch.setattr(backends, "langchain_embeddings", lambda spec=None: HashEmbeddings())
     monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
 
 
@@ -73,8 +75,10 @@ def test_index_then_ask_round_trip(capsys, tmp_path, fake_models):
 def test_eval_writes_results_and_resumes(capsys, tmp_path, fake_models):
     out_dir = tmp_path / "out"
     code, out, _ = run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "2", "--out", str(out_dir))
-    assert code == 0 and "| naive | 2 |" in out
+    assert code == 0 and "| naive | 2 |" in out and "report.png" in out
     lines = (out_dir / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 2 and (out_dir / "report.png").is_file()
     run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "3", "--out", str(out_dir))
     assert len((out_dir / "results.jsonl").read_text().splitlines()) == 3
+    code, _, err = run(capsys, "eval", "--dataset", "musique", "--limit", "1", "--out", str(out_dir))
+    assert code == 2 and "another dataset" in err

@@ -359,15 +359,19 @@ def test_bad_input_is_refused(tmp_path):
         build([load_documents(DEMO)[0].to_llama_index()], tmp_path, attention=42)
 
 
-def test_a_bare_yes_to_the_answer_turn_is_asked_once_more_with_the_question():
+def test_a_bare_yes_to_the_answer_turn_is_asked_once_more_in_a_fresh_prompt():
+    from llama_index_garlic import prompts
     from llama_index_garlic.search import LLMController
 
-    def respond(prompt):
-        return "Lake Ismay" if "\nAnswer:" in prompt else "Yes"
-
-    controller = LLMController(ScriptedLLM(respond))
-    assert controller.answer("Can this question … ", "Into which lake does the Orrin flow?") == "Lake Ismay"
+    llm = ScriptedLLM(lambda prompt: "Lake Ismay" if "\nAnswer:" in prompt else "Yes")
+    controller = LLMController(llm)
+    question = "Into which lake does the Orrin flow?"
+    first = prompts.FIRST_TURN.format(question=question, information=prompts.bullet("The Orrin flows into Lake Ismay."))
+    assert controller.answer(first, question) == "Lake Ismay"
     assert controller.echoes == 1 and controller.calls == 2
+    retry = llm.prompts[-1]
+    assert "Yes" not in retry.split("Question:")[0]  # no Table 5 conversation: one user turn
+    assert "* The Orrin flows into Lake Ismay." in retry and "Response \"Yes\" or \"No\"" not in retry
     # a yes/no question keeps its Yes
     assert controller.answer("Can this question … ", "Is Velmora on the Orrin?") == "Yes"
     assert controller.echoes == 1 and controller.calls == 3

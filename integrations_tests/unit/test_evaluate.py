@@ -1,0 +1,188 @@
+"""The evaluation harness: builds once, resumes, counts usage per question, writes the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
+from multihop_rag import cli
+from multihop_rag.cache import CachedLLM, LLMCache, Usage, UsageCallback
+from multihop_rag.corpus import Passage, Question
+from multihop_rag.evaluate import EvalSettingError, evaluate
+from multihop_rag.naive import Answer, Evidence
+from multihop_rag.report import markdown, tper
+from multihop_rag.runners import RUNNERS, Models, make_runner
+
+PASSAGES = [
+    Passage("p1", "Kesh Bridge", "The Kesh Bridge crosses the Orrin River in Velmora."),
+    Passage("p2", "Orrin River", "The Orrin River flows into Lake Ismay."),
+    Passage("p3", "Lake Ismay", "Lake Ismay lies in the north of Astrel."),
+]
+QUESTIONS = [
+    Question("q1", "test", "Which river does the Kesh Bridge cross?", ["Orrin River"], supporting=["p1", "p2"],
+             supporting_titles=["Kesh Bridge", "Orrin River"]),
+    Question("q2", "test", "Into which lake does the Orrin flow?", ["Lake Ismay"], supporting=["p2"]),
+    Question("q3", "test", "Where is Lake Ismay?", ["north of Astrel"], supporting=["p3"]),
+]
+SETTING = {"dataset": "test", "split": "smoke", "llm": "fake", "embed": "hash"}
+
+
+class FakeModels:
+    """Usage that grows by ``calls_per_answer`` on every answer."""
+
+    def __init__(self) -> None:
+        self.total = Usage()
+
+    def usage(self) -> Usage:
+        return Usage(**vars(self.total))
+
+
+class FakeRunner:
+    def __init__(self, name: str, models: FakeModels, answers: dict[str, str], pool: int = 10, calls: int = 2,
+                 fail_at: int | None = None):
+        self.name, self.models, self.answers, self.pool, self.calls, self.fail_at = name, models, answers, pool, calls, fail_at
+        self.builds, self.asked = 0, []
+
+    def build(self, passages, models, folder):
+        self.builds += 1
+        folder.mkdir(parents=True, exist_ok=True)
+        models.total.calls += 5
+        models.total.prompt_tokens += 500
+        return {"pool_size": self.pool}
+
+    def answer(self, question: str) -> Answer:
+        if self.fail_at is not None and len(self.asked) == self.fail_at:
+            raise KeyboardInterrupt
+        self.asked.append(question)
+        self.models.total.calls += self.calls
+        self.models.total.prompt_tokens += 100 * self.calls
+        self.models.total.completion_tokens += 3
+        text = self.answers.get(question, "unknown")
+        return Answer(question, text, [Evidence("p1", "Kesh Bridge", PASSAGES[0].text, 1.0)], seconds=float(self.calls))
+
+
+def _answers(good: bool) -> dict[str, str]:
+    return {q.question: (q.answers[0] if good else "no idea") for q in QUESTIONS}
+
+
+def test_results_report_and_plot_are_written(tmp_path):
+    models = FakeModels()
+    runners = [FakeRunner("naive", models, _answers(False), pool=3, calls=1), FakeRunner("raptor", models, _answers(True), pool=6, calls=2)]
+    results, builds = evaluate(runners, PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 and {line["method"] for line in lines} == {"naive", "raptor"}
+    raptor_q1 = next(r for r in lines if r["method"] == "raptor" and r["id"] == "q1")
+    assert raptor_q1["em"] == 1.0 and raptor_q1["f1"] == 1.0 and raptor_q1["answer_recall"] == 1.0
+    assert raptor_q1["supporting_recall"] == 0.5  # evidence p1 is one of q1's two supporting passages
+    assert raptor_q1["llm_calls"] == 2 and raptor_q1["prompt_tokens"] == 200 and raptor_q1["completion_tokens"] == 3
+    assert builds["raptor"]["llm_calls"] == 5 and builds["raptor"]["prompt_tokens"] == 500
+    assert builds["naive"]["pool_size"] == 3 and builds["raptor"]["status"] == "done"
+
+    report = (tmp_path / "report.md").read_text()
+    assert "## Exact match" in report and "## F1" in report and "## Cost" in report
+    assert "| raptor | 3 | 1.000 | [1.000, 1.000] |" in report
+    # TPER of naive vs RAPTOR: (1 s / 2 s) / (3 / 6) = 1.0; RAPTOR against itself is 1 by definition
+    assert tper(1.0, 3, 2.0, 6) == 1.0
+    # build s, build calls, build tokens, pool, TPQ, calls/query, tokens/query (100 + 3), TPER
+    assert "| naive | 0 | 5 | 500 / 0 | 3 | 1.0 | 1.0 | 103 | 1.000 |" in report
+    assert "| raptor | 0 | 5 | 500 / 0 | 6 | 2.0 | 2.0 | 203 | 1.000 |" in report
+    assert "separate from every other" in report  # raptor's F1 interval [1, 1] vs naive's [0, 0]
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_index_is_built_once_and_answers_resume(tmp_path):
+    models = FakeModels()
+    first = FakeRunner("naive", models, _answers(True), fail_at=1)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate([first], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1  # q1 kept
+
+    again = FakeRunner("naive", models, _answers(True))
+    results, builds = evaluate([again], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert again.asked == [q.question for q in QUESTIONS[1:]]  # q1 not asked again
+    assert [r.id for r in results["naive"]] == ["q1", "q2", "q3"]
+    assert again.builds == 1 and builds["naive"]["seconds"] >= 0  # reloaded, first build's record kept
+    record = json.loads((tmp_path / "builds.json").read_text())["naive"]
+    assert record["llm_calls"] == 5 and record["resumed"] is False
+
+
+def test_interrupted_build_is_marked_resumed(tmp_path):
+    class Crash(FakeRunner):
+        def build(self, passages, models, folder):
+            raise KeyboardInterrupt
+
+    models = FakeModels()
+    with pytest.raises(KeyboardInterrupt):
+        evaluate([Crash("raptor", models, {})], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    _, builds = evaluate([FakeRunner("raptor", models, {})], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert builds["raptor"]["resumed"] is True
+    assert "(resumed)" in (tmp_path / "report.md").read_text()
+
+
+def test_other_setting_in_the_same_folder_is_refused(tmp_path):
+    models = FakeModels()
+    evaluate([FakeRunner("naive", models, {})], PASSAGES, QUESTIONS[:1], models, tmp_path, SETTING, show_progress=False)
+    with pytest.raises(EvalSettingError, match="another dataset"):
+        evaluate([FakeRunner("naive", models, {})], PASSAGES, QUESTIONS[:1], models, tmp_path,
+                 SETTING | {"dataset": "other"}, show_progress=False)
+
+
+def test_report_without_raptor_says_how_to_get_tper_and_notes_overlap():
+    from multihop_rag.evaluate import Result
+
+    def result(method: str, f1: float) -> Result:
+        return Result(method, "q", "q?", "a", ["a"], f1, f1, f1, f1, 1.0, 0.0, 1.0, [])
+
+    results = {"naive": [result("naive", v) for v in (0, 1, 0, 1)], "resp": [result("resp", v) for v in (1, 1, 0, 1)]}
+    text = markdown(results, {"naive": {"pool_size": 3}, "resp": {"pool_size": 3}}, SETTING)
+    assert "add `raptor` to `--methods`" in text
+    assert "Highest mean: resp; its interval overlaps naive" in text
+
+
+def test_eval_methods_listed_by_the_cli_are_the_runners():
+    assert cli.EVAL_METHODS == tuple(RUNNERS)
+    with pytest.raises(KeyError):
+        make_runner("nosuch")
+
+
+def test_usage_callback_counts_calls_and_tokens():
+    class Counted(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            result.generations[0].message.usage_metadata = {"input_tokens": 7, "output_tokens": 2, "total_tokens": 9}
+            return result
+
+    usage = Usage()
+    chat = Counted(lambda p: "ok")
+    chat.callbacks = [UsageCallback(usage)]
+    chat.invoke("a")
+    chat.invoke("b")
+    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens) == (2, 14, 4)
+
+
+def _models(tmp_path, llm_reply="Orrin River", chat_reply="Orrin River") -> Models:
+    cache = LLMCache(tmp_path / "calls.sqlite")
+    models = Models(llm=CachedLLM(inner=ScriptedLLM(lambda p: llm_reply), cache=cache), embed=HashEmbedding(),
+                    chat=ScriptedChatModel(lambda p: chat_reply), lc_embed=HashEmbeddings())
+    models.chat.callbacks = [UsageCallback(models.chat_usage)]
+    return models
+
+
+def test_runners_answer_with_their_evidence(tmp_path):
+    models = _models(tmp_path)
+    runners = [make_runner("naive"), make_runner("resp"), make_runner("hirag")]
+    results, builds = evaluate(runners, PASSAGES, QUESTIONS[:1], models, tmp_path / "out", SETTING, show_progress=False)
+    naive, resp, hirag = results["naive"][0], results["resp"][0], results["hirag"][0]
+    assert hirag.answer == "Orrin River" and hirag.llm_calls >= 3 and hirag.evidence_ids
+    assert hirag.supporting_recall > 0  # HiRAG's evidence is chunks: matched to passages by title
+    assert builds["hirag"]["stats"]["documents"] == 3
+    assert naive.answer == "Orrin River" and naive.llm_calls == 1 and naive.evidence_ids[0] == "p1"
+    assert resp.answer and resp.llm_calls >= 2 and "p1" in resp.evidence_ids  # ReSP: judge + generate at least
+    assert builds["resp"]["pool_size"] == 3 and builds["naive"]["pool_size"] == 3
+    # reloading reuses the Chroma collections instead of adding the passages again
+    _, builds = evaluate([make_runner("resp")], PASSAGES, QUESTIONS[:1], _models(tmp_path), tmp_path / "out", SETTING,
+                         show_progress=False)
+    assert builds["resp"]["pool_size"] == 3
