@@ -17,6 +17,8 @@ from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import TextNode
 
+from multihop_rag.aio import call_sync
+
 __all__ = ["KnowledgeGraph", "PropertyGraphKG"]
 
 
@@ -54,7 +56,9 @@ class PropertyGraphKG:
     ) -> PropertyGraphKG:
         """Extract (subject, relation, object) triples from every chunk with ``llm``."""
         extractor = SimpleLLMPathExtractor(llm=llm, max_paths_per_chunk=max_paths_per_chunk, num_workers=1)
-        index = PropertyGraphIndex(
+        # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
+        index = call_sync(
+            PropertyGraphIndex,
             nodes=list(nodes),
             llm=llm,
             kg_extractors=[extractor],

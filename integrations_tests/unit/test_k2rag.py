@@ -272,15 +272,23 @@ def test_rebuilding_into_the_same_persistent_store_adds_nothing_twice(tmp_path):
     assert store._collection.count() == count == 3
 
 
-def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
-    def extractor_llm(prompt: str) -> str:
-        if "triplets" in prompt.lower():
-            return "(Tomas Halvard, designed, Kesh Bridge)\n(Tomas Halvard, born in, Dunmere)"
-        if "synonyms" in prompt:
-            return "Tomas Halvard^Halvard"
-        return "He was born in Dunmere."
+def _extractor_llm(prompt: str) -> str:
+    if "triplets" in prompt.lower():
+        return "(Tomas Halvard, designed, Kesh Bridge)\n(Tomas Halvard, born in, Dunmere)"
+    if "synonyms" in prompt:
+        return "Tomas Halvard^Halvard"
+    return "He was born in Dunmere."
 
-    llm = ScriptedLLM(extractor_llm)
+
+async def test_property_graph_kg_builds_and_answers_inside_a_running_loop_like_a_notebook():
+    # LlamaIndex's PropertyGraphIndex calls asyncio.run while inserting; a notebook runs a loop
+    index = build(llm=ScriptedLLM(_extractor_llm), kg="property")
+    assert index.stats()["kg_triples"] >= 2
+    assert index.kg.query("Where was Tomas Halvard born?") == "He was born in Dunmere."
+
+
+def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
+    llm = ScriptedLLM(_extractor_llm)
     index = build(llm=llm, kg="property")
     assert index.stats()["kg_triples"] >= 2
     index.persist(tmp_path)
