@@ -103,7 +103,7 @@ class TransformersAttention:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         source = str(source)
-        if source in bundled.BUNDLED_LLMS:
+        if source == "default" or source in bundled.BUNDLED_LLMS:
             source = str(bundled.gguf_path(source))
         path = Path(source).expanduser()
         if not path.exists():

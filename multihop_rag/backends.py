@@ -148,8 +148,6 @@ def resolve_embed_spec(spec: str | None = None) -> Spec:
 
 
 def _gguf(name: str) -> str:
-    if name == "default":
-        name = bundled.DEFAULT_LLM_ALIAS
     if name.endswith(".gguf") or os.sep in name:
         path = Path(name).expanduser()
         if not path.is_file():

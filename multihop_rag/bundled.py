@@ -121,9 +121,10 @@ def _sha256(path: Path) -> str:
 
 
 def gguf_path(alias: str) -> Path:
-    """Path of the bundled GGUF ``alias``, assembling and verifying it on first use."""
+    """Path of the bundled GGUF ``alias`` (``default``: :data:`DEFAULT_LLM_ALIAS`), assembling and
+    verifying it on first use."""
     try:
-        model = BUNDLED_LLMS[alias]
+        model = BUNDLED_LLMS[DEFAULT_LLM_ALIAS if alias == "default" else alias]
     except KeyError:
         raise BundledModelMissing(
             f"unknown bundled model {alias!r}; known: {', '.join(BUNDLED_LLMS)} (or give a path to a .gguf file)"

@@ -88,6 +88,8 @@ def test_assembly_checks_sha(monkeypatch, tmp_path):
     path = bundled.gguf_path("t")
     assert path.read_bytes() == b"abcdef"
     assert bundled.gguf_path("t") == path
+    monkeypatch.setattr(bundled, "DEFAULT_LLM_ALIAS", "t")  # "default" names the default alias everywhere
+    assert bundled.gguf_path("default") == path
     bad = bundled.BundledGGUF("b", "", ("fake_model_pkg",), "data/*.bin", "0" * 64, "b.gguf")
     monkeypatch.setitem(bundled.BUNDLED_LLMS, "b", bad)
     with pytest.raises(bundled.BundledModelMissing, match="SHA-256"):

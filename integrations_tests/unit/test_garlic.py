@@ -375,3 +375,13 @@ def test_a_bare_yes_to_the_answer_turn_is_asked_once_more_in_a_fresh_prompt():
     # a yes/no question keeps its Yes
     assert controller.answer("Can this question … ", "Is Velmora on the Orrin?") == "Yes"
     assert controller.echoes == 1 and controller.calls == 3
+
+
+def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
+    from llama_index_garlic import TransformersAttention
+    from multihop_rag import bundled
+
+    # `--llm llamacpp:default` hands "default" on to the attention model, which resolves it like the LLM
+    monkeypatch.setattr(bundled, "gguf_path", lambda alias: tmp_path / f"resolved-{alias}.gguf")
+    with pytest.raises(FileNotFoundError, match="resolved-default.gguf"):
+        TransformersAttention.from_pretrained("default")
