@@ -169,7 +169,9 @@ class GarlicRunner:
         return _timed(question, run)
 
 
-def _lc_evidence(docs: Sequence[LCDocument]) -> list[Evidence]:
+def _lc_evidence(store: Any, ids: list[str]) -> list[Evidence]:
+    """The LangChain vector store's documents ``ids`` as evidence; none when the method retrieved nothing."""
+    docs: Sequence[LCDocument] = store.get_by_ids(ids) if ids else []
     return [
         Evidence(id=str(d.metadata.get("passage_id") or d.id), title=d.metadata.get("title", ""), text=d.page_content, score=0.0)
         for d in docs
@@ -198,7 +200,7 @@ class ReSPRunner:
         def run() -> tuple[str, list[Evidence]]:
             state = self.graph.invoke({"question": question})
             ids = list(dict.fromkeys(i for round_ids in state.get("retrieved", []) for i in round_ids))
-            return state["answer"], _lc_evidence(self.store.get_by_ids(ids))
+            return state["answer"], _lc_evidence(self.store, ids)
 
         return _timed(question, run)
 
@@ -223,7 +225,7 @@ class HiRAGRunner:
         def run() -> tuple[str, list[Evidence]]:
             state = self.graph.invoke({"question": question})
             ids = list(dict.fromkeys(a["chunk_id"] for t in state.get("trace", []) for a in t["attempts"] if a.get("chunk_id")))
-            return state["answer"], _lc_evidence(self.corpus.vector_store.get_by_ids(ids))
+            return state["answer"], _lc_evidence(self.corpus.vector_store, ids)
 
         return _timed(question, run)
 

@@ -186,3 +186,12 @@ def test_runners_answer_with_their_evidence(tmp_path):
     _, builds = evaluate([make_runner("resp")], PASSAGES, QUESTIONS[:1], _models(tmp_path), tmp_path / "out", SETTING,
                          show_progress=False)
     assert builds["resp"]["pool_size"] == 3
+
+
+def test_langgraph_runners_answer_with_no_evidence_when_nothing_was_retrieved(tmp_path):
+    # a small decomposer may say "That's enough." before any retrieval: HiRAG then answers from nothing
+    models = _models(tmp_path, chat_reply="That's enough.")
+    results, _ = evaluate([make_runner("hirag")], PASSAGES, QUESTIONS[:1], models, tmp_path / "out", SETTING,
+                          show_progress=False)
+    hirag = results["hirag"][0]
+    assert hirag.evidence_ids == [] and hirag.answer_recall == 0.0 and hirag.llm_calls >= 2
