@@ -28,6 +28,7 @@ from llama_index.core.llms.llm import LLM
 
 from multihop_rag import bundled
 from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache
+from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
 
 __all__ = [
     "BackendError",
@@ -49,8 +50,6 @@ DEFAULT_OLLAMA_LLM = "qwen2.5:7b-instruct"
 """What the auto-detection looks for on an Ollama server (``ollama pull qwen2.5:7b-instruct``)."""
 DEFAULT_OLLAMA_EMBED = "nomic-embed-text"
 DEFAULT_TEMPERATURE = 0.0
-DEFAULT_MAX_TOKENS = 512
-DEFAULT_CONTEXT = 8192
 
 
 class BackendError(RuntimeError):
@@ -199,8 +198,6 @@ def llama_index_llm(
             additional_kwargs={"num_predict": max_tokens, "seed": 0},
         )
     else:
-        from multihop_rag.llamacpp import LlamaCppLLM
-
         llm = LlamaCppLLM(
             model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, context_window=context_window
         )
@@ -234,8 +231,6 @@ def chat_model(
             seed=0,
             **extra,
         )
-    from multihop_rag.llamacpp import LlamaCppChatModel
-
     return LlamaCppChatModel(
         model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, n_ctx=context_window, **extra
     )
