@@ -26,6 +26,12 @@ class GarlicConfig(BaseModel):
         "while the search uses the LLM's whole context.",
     )
     answer_tokens: int = Field(256, description="Tokens of n_s kept free for the search's replies and answer.")
+    token_margin: float = Field(
+        0.1,
+        description="Share of the LLM's context window the search prompt leaves free, because tokens are counted "
+        "with tiktoken and the LLM's own tokenizer and chat template may count more (Qwen2.5 counted a "
+        "7,936-token prompt as 8,217 and overflowed an 8,192 window).",
+    )
     max_steps: int | None = Field(None, description="Most nodes added by the search (None: until Yes, budget or graph end).")
     attention_search: bool = Field(True, description="Use z = Eᵀa when attention is available (Table 2: 'w/o attention search').")
     embedding_search: bool = Field(True, description="Add query–node embedding similarity (Table 2: 'w/o embedding similarity search').")
@@ -39,8 +45,10 @@ class GarlicConfig(BaseModel):
         return min(8192, context_window or 8192)
 
     def search_budget(self, context_window: int | None) -> int:
-        """Tokens the first-turn prompt may grow to."""
+        """Tokens the first-turn prompt may grow to: the window, within the LLM's context less the margin."""
         window = self.search_window if self.search_window is not None else self.window(context_window)
+        if context_window:
+            window = min(window, int(context_window * (1 - self.token_margin)))
         return window - self.answer_tokens
 
     def summary_budget(self, context_window: int | None) -> int:

@@ -385,3 +385,10 @@ def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
     monkeypatch.setattr(bundled, "gguf_path", lambda alias: tmp_path / f"resolved-{alias}.gguf")
     with pytest.raises(FileNotFoundError, match="resolved-default.gguf"):
         TransformersAttention.from_pretrained("default")
+
+
+def test_search_budget_leaves_a_margin_of_the_llms_context():
+    # tiktoken counts; Qwen2.5 counted 3.5% more and the 8,192 window overflowed: keep 10% free
+    assert GarlicConfig().search_budget(8192) == int(8192 * 0.9) - 256
+    assert GarlicConfig(search_window=2048).search_budget(8192) == 2048 - 256  # a smaller window stays
+    assert GarlicConfig(n_s=8192).search_budget(None) == 8192 - 256  # unknown context: the window as given
