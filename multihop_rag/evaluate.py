@@ -14,6 +14,7 @@ Layout of the output folder:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,6 +28,11 @@ from multihop_rag.corpus import Passage, Question
 from multihop_rag.metrics import answer_recall_at_k, exact_match, precision_recall_f1
 from multihop_rag.naive import Answer
 from multihop_rag.stores import StoreError
+
+logger = logging.getLogger(__name__)
+
+MAX_FAILURES_IN_A_ROW = 3
+"""A method that fails this many questions in a row stops the run: the fault is not one question's."""
 
 __all__ = ["Result", "EvalSettingError", "score", "run", "summarize", "build", "evaluate"]
 
@@ -114,15 +120,29 @@ def run(
     show_progress: bool = True,
 ) -> list[Result]:
     """Answer and score every question not yet in ``out/results.jsonl``; returns all of ``method``'s
-    results. ``usage`` returns the LLM usage so far; its change over a question is recorded."""
+    results. ``usage`` returns the LLM usage so far; its change over a question is recorded. A question
+    whose answering raises is logged to ``out/errors.jsonl`` and skipped (left for a re-run), unless
+    ``MAX_FAILURES_IN_A_ROW`` questions fail in a row: then the error is raised."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.jsonl"
     done = {r.id: r for r in _read_results(path) if r.method == method}
     todo = [q for q in questions if q.id not in done]
-    with path.open("a") as fh:
+    in_a_row = 0
+    with path.open("a") as fh, (out / "errors.jsonl").open("a") as errors:
         for question in tqdm(todo, desc=f"answering ({method})", disable=not show_progress):
             before = usage() if usage else None
-            answer = answer_fn(question.question)
+            try:
+                answer = answer_fn(question.question)
+            except Exception as exc:
+                in_a_row += 1
+                if in_a_row >= MAX_FAILURES_IN_A_ROW:
+                    raise
+                logger.warning("%s failed on %s (%s: %s); skipped, a re-run retries it", method, question.id,
+                               type(exc).__name__, exc)
+                errors.write(json.dumps({"method": method, "id": question.id, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+                errors.flush()
+                continue
+            in_a_row = 0
             spent = usage() - before if usage and before else None
             result = score(method, question, answer, spent)
             fh.write(json.dumps(asdict(result)) + "\n")

@@ -195,3 +195,28 @@ def test_langgraph_runners_answer_with_no_evidence_when_nothing_was_retrieved(tm
                           show_progress=False)
     hirag = results["hirag"][0]
     assert hirag.evidence_ids == [] and hirag.answer_recall == 0.0 and hirag.llm_calls >= 2
+
+
+def test_a_failing_question_is_logged_and_skipped_but_repeated_failures_stop(tmp_path, caplog):
+    class Flaky(FakeRunner):
+        def answer(self, question):
+            if question in self.failing:
+                raise ValueError("Requested tokens (8217) exceed context window of 8192")
+            return super().answer(question)
+
+    models = FakeModels()
+    flaky = Flaky("garlic", models, _answers(True))
+    flaky.failing = {QUESTIONS[1].question}
+    results, _ = evaluate([flaky], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert [r.id for r in results["garlic"]] == ["q1", "q3"]
+    assert json.loads((tmp_path / "errors.jsonl").read_text())["id"] == "q2" and "q2" in caplog.text
+
+    flaky.failing = set()  # a re-run asks only the failed question
+    flaky.asked.clear()
+    results, _ = evaluate([flaky], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert flaky.asked == [QUESTIONS[1].question] and len(results["garlic"]) == 3
+
+    broken = Flaky("naive", models, _answers(True))
+    broken.failing = {q.question for q in QUESTIONS}  # the fault is the setup, not a question
+    with pytest.raises(ValueError):
+        evaluate([broken], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
