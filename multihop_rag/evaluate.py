@@ -214,7 +214,8 @@ def evaluate(
     *,
     show_progress: bool = True,
 ) -> tuple[dict[str, list[Result]], dict[str, dict[str, Any]]]:
-    """Build each runner's index once, answer every question with it, and write the report.
+    """Build each runner's index once, answer every question with it, and write the report (again
+    after each method, so an interrupted run still reports the methods it finished).
 
     ``setting`` (dataset, split, models, …) is stored in ``out/eval.json``; a folder that holds an
     evaluation of another setting is refused rather than mixed. Returns results and builds by method.
@@ -228,5 +229,5 @@ def evaluate(
         results[runner.name] = run(
             runner.name, runner.answer, questions, out, usage=models.usage, show_progress=show_progress
         )
-    write_report(out, results, builds, setting)
+        write_report(out, results, builds, setting)
     return results, builds

@@ -220,3 +220,12 @@ def test_a_failing_question_is_logged_and_skipped_but_repeated_failures_stop(tmp
     broken.failing = {q.question for q in QUESTIONS}  # the fault is the setup, not a question
     with pytest.raises(ValueError):
         evaluate([broken], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+
+
+def test_an_interrupted_run_still_reports_the_methods_it_finished(tmp_path):
+    models = FakeModels()
+    runners = [FakeRunner("naive", models, _answers(True)), FakeRunner("garlic", models, _answers(True), fail_at=0)]
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(runners, PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    report = (tmp_path / "report.md").read_text()
+    assert "| naive | 3 | 1.000 |" in report and "garlic" not in report
