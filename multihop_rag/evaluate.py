@@ -179,6 +179,7 @@ def build(runner: Any, passages: Sequence[Passage], models: Any, out: Path) -> d
         "status": "done",
         "seconds": round(time.perf_counter() - started, 1),
         "llm_calls": spent.calls,
+        "cache_hits": spent.cache_hits,
         "prompt_tokens": spent.prompt_tokens,
         "completion_tokens": spent.completion_tokens,
         "llm_seconds": round(spent.seconds, 1),

@@ -25,6 +25,7 @@ METRICS = {
     "precision": "Precision",
     "recall": "Recall",
     "answer_recall": "Answer recall of the evidence (a retrieved or visited text contains a gold answer)",
+    "supporting_recall": "Supporting-passage recall of the evidence (share of the gold passages, by id or title)",
 }
 
 
@@ -84,14 +85,17 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
             ratio = f"{tper(tpq, pool, _mean([r.seconds for r in results['raptor']]), builds['raptor']['pool_size']):.3f}"
         tokens = _mean([r.prompt_tokens + r.completion_tokens for r in rs])
         resumed = " (resumed)" if b.get("resumed") else ""
+        cached = f" ({b['cache_hits']} cached)" if b.get("cache_hits") else ""
         lines.append(
-            f"| {method} | {b.get('seconds', 0):.0f}{resumed} | {b.get('llm_calls', 0)} | {b.get('prompt_tokens', 0)} / "
+            f"| {method} | {b.get('seconds', 0):.0f}{resumed} | {b.get('llm_calls', 0)}{cached} | {b.get('prompt_tokens', 0)} / "
             f"{b.get('completion_tokens', 0)} | {pool} | {tpq:.1f} | {_mean([r.llm_calls for r in rs]):.1f} | "
             f"{tokens:.0f} | {ratio} |"
         )
     if not raptor:
         lines.append("\nTPER needs RAPTOR's TPQ and pool size: add `raptor` to `--methods`.")
-    lines.append("\nBuild figures are from each index's first finished build; later runs reload it.")
+    lines.append("\nBuild figures are from each index's first finished build; later runs reload it. Calls answered "
+                 "from the LLM-call cache (e.g. SiReRAG's similarity tree after RAPTOR's) count as calls but cost "
+                 "almost no time.")
     return "\n".join(lines) + "\n"
 
 

@@ -122,6 +122,22 @@ def test_interrupted_build_is_marked_resumed(tmp_path):
     assert "(resumed)" in (tmp_path / "report.md").read_text()
 
 
+def test_build_calls_answered_from_the_cache_are_shown_as_such(tmp_path):
+    class CachedBuild(FakeRunner):
+        def build(self, passages, models, folder):
+            models.total.cache_hits += 4  # e.g. SiReRAG's similarity tree, already summarized for RAPTOR
+            return super().build(passages, models, folder)
+
+    models = FakeModels()
+    _, builds = evaluate([CachedBuild("sirerag", models, _answers(True), pool=3, calls=1)], PASSAGES, QUESTIONS,
+                         models, tmp_path, SETTING, show_progress=False)
+    assert builds["sirerag"]["cache_hits"] == 4 and builds["sirerag"]["llm_calls"] == 5
+    report = (tmp_path / "report.md").read_text()
+    assert "| sirerag | 0 | 5 (4 cached) | 500 / 0 | 3 |" in report
+    # the evidence is p1 for every question: q1 has 1 of 2 supporting passages, q2 and q3 none
+    assert "## Supporting-passage recall" in report and "| sirerag | 3 | 0.167 |" in report
+
+
 def test_other_setting_in_the_same_folder_is_refused(tmp_path):
     models = FakeModels()
     evaluate([FakeRunner("naive", models, {})], PASSAGES, QUESTIONS[:1], models, tmp_path, SETTING, show_progress=False)
