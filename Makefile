@@ -25,7 +25,7 @@ demo: setup
 	$(BIN)/multihop-rag demo
 
 test: setup
-	$(BIN)/python -m pytest integrations_tests -ra
+	$(BIN)/python -m pytest integrations_tests -ra --durations=15
 
 test-unit: setup
 	$(BIN)/python -m pytest integrations_tests/unit -ra
