@@ -160,14 +160,16 @@ def summarize(results: Sequence[Result]) -> dict[str, float]:
     return {k: sum(getattr(r, k) for r in results) / len(results) for k in keys} | {"n": len(results)}
 
 
-def build(runner: Any, passages: Sequence[Passage], models: Any, out: Path) -> dict[str, Any]:
+def build(runner: Any, passages: Sequence[Passage], models: Any, out: Path, *, load: bool = True) -> dict[str, Any]:
     """Build (or reload) ``runner``'s index in ``out/indexes/<method>``; the first finished build's
-    time, LLM calls and tokens are kept in ``out/builds.json`` (``resumed``: it continued a killed one)."""
+    time, LLM calls and tokens are kept in ``out/builds.json`` (``resumed``: it continued a killed one).
+    ``load=False`` skips reloading a finished build (its method has nothing left to answer)."""
     path = out / "builds.json"
     builds = json.loads(path.read_text()) if path.exists() else {}
     record = builds.get(runner.name, {})
     if record.get("status") == "done":
-        runner.build(passages, models, out / "indexes" / runner.name)
+        if load:
+            runner.build(passages, models, out / "indexes" / runner.name)
         return record
     resumed = record.get("status") == "started"
     builds[runner.name] = {"status": "started"}
@@ -226,7 +228,9 @@ def evaluate(
     _check_setting(out, setting)
     results, builds = {}, {}
     for runner in runners:
-        builds[runner.name] = build(runner, passages, models, out)
+        answered = {r.id for r in _read_results(out / "results.jsonl") if r.method == runner.name}
+        unanswered = any(q.id not in answered for q in questions)
+        builds[runner.name] = build(runner, passages, models, out, load=unanswered)
         results[runner.name] = run(
             runner.name, runner.answer, questions, out, usage=models.usage, show_progress=show_progress
         )

@@ -109,6 +109,18 @@ def test_index_is_built_once_and_answers_resume(tmp_path):
     assert record["llm_calls"] == 5 and record["resumed"] is False
 
 
+def test_a_finished_method_is_reported_again_without_loading_its_index(tmp_path):
+    models = FakeModels()
+    evaluate([FakeRunner("naive", models, _answers(True))], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    (tmp_path / "report.md").unlink()
+
+    again = FakeRunner("naive", models, _answers(False))
+    results, builds = evaluate([again], PASSAGES, QUESTIONS, models, tmp_path, SETTING, show_progress=False)
+    assert again.builds == 0 and again.asked == []  # nothing left to answer: the index is not even loaded
+    assert [r.em for r in results["naive"]] == [1.0, 1.0, 1.0] and builds["naive"]["llm_calls"] == 5
+    assert "| naive | 3 | 1.000 |" in (tmp_path / "report.md").read_text()
+
+
 def test_interrupted_build_is_marked_resumed(tmp_path):
     class Crash(FakeRunner):
         def build(self, passages, models, folder):
