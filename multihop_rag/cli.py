@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from multihop_rag.backends import BackendError
+from multihop_rag.backends import BackendError, Spec
 
 METHODS = ("naive",)
 """Methods `index` and `ask` serve."""
@@ -90,6 +90,17 @@ def _print_answer(answer) -> None:
         print(f"   [{e.score:.2f}] {e.title}: {e.text[:110]}{'…' if len(e.text) > 110 else ''}")
 
 
+def garlic_attention_spec(option: str, llm_spec: Spec) -> str | None:
+    """GARLIC's attention model for ``--attention-model option``: ``auto`` is the LLM's own GGUF
+    (llama.cpp) or none (Ollama). Part of an eval folder's setting whichever methods a run names,
+    so adding or re-running methods in the folder is never mistaken for another setting."""
+    if option == "none":
+        return None
+    if option == "auto":
+        return llm_spec.name if llm_spec.kind == "llamacpp" else None
+    return option
+
+
 def _eval_models(args: argparse.Namespace, out: Path, methods: list[str]):
     """Models for an evaluation: one LLM-call cache in ``out`` for both frameworks, usage counted."""
     from multihop_rag import backends
@@ -97,12 +108,10 @@ def _eval_models(args: argparse.Namespace, out: Path, methods: list[str]):
     from multihop_rag.runners import Models
 
     llm_s, embed_s = backends.resolve_llm_spec(args.llm), backends.resolve_embed_spec(args.embed)
-    attention = None
-    if "garlic" in methods and args.attention_model != "none":
-        attention = llm_s.name if args.attention_model == "auto" and llm_s.kind == "llamacpp" else None
-        attention = args.attention_model if args.attention_model not in ("auto", "none") else attention
+    attention = garlic_attention_spec(args.attention_model, llm_s)
+    load_attention = attention is not None and "garlic" in methods
     started = time.perf_counter()
-    _say(f"loading models: llm={llm_s} embed={embed_s}" + (f" attention={attention}" if attention else "") + " …")
+    _say(f"loading models: llm={llm_s} embed={embed_s}" + (f" attention={attention}" if load_attention else "") + " …")
     out.mkdir(parents=True, exist_ok=True)
     cache = LLMCache(out / "llm_calls.sqlite")
     models = Models(
@@ -112,7 +121,7 @@ def _eval_models(args: argparse.Namespace, out: Path, methods: list[str]):
         lc_embed=backends.langchain_embeddings(str(embed_s)),
     )
     models.chat.callbacks = [UsageCallback(models.chat_usage)]
-    if attention:
+    if load_attention:
         from llama_index_garlic.attention import load_attention_model
 
         models.attention = load_attention_model(attention)

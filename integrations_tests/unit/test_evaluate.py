@@ -176,6 +176,17 @@ def test_eval_methods_listed_by_the_cli_are_the_runners():
         make_runner("nosuch")
 
 
+def test_garlic_attention_setting_does_not_depend_on_the_methods_run():
+    from multihop_rag.backends import Spec
+
+    # It is part of the folder's setting: a later run naming other methods must not look like
+    # another setting (it used to be None unless "garlic" was among the methods, and was refused).
+    assert cli.garlic_attention_spec("auto", Spec("llamacpp", "qwen2.5-coder-0.5b")) == "qwen2.5-coder-0.5b"
+    assert cli.garlic_attention_spec("auto", Spec("ollama", "qwen2.5:7b-instruct")) is None
+    assert cli.garlic_attention_spec("none", Spec("llamacpp", "default")) is None
+    assert cli.garlic_attention_spec("/models/x.gguf", Spec("ollama", "m")) == "/models/x.gguf"
+
+
 def test_usage_callback_counts_calls_and_tokens():
     class Counted(ScriptedChatModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
