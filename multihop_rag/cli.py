@@ -152,8 +152,10 @@ def _eval(args: argparse.Namespace) -> int:
     out = Path(args.out)
     models, llm_s, embed_s, attention = _eval_models(args, out, methods)
     setting = {"dataset": args.dataset, "split": args.split, "corpus": corpus, "passages": len(passages),
-               "llm": str(llm_s), "embed": str(embed_s), "garlic_attention": str(attention) if attention else None}
-    evaluate([make_runner(m) for m in methods], passages, questions, models, out, setting)
+               "llm": str(llm_s), "embed": str(embed_s), "garlic_attention": str(attention) if attention else None,
+               "garlic_n_s": args.garlic_n_s}
+    runners = [make_runner(m, garlic_n_s=args.garlic_n_s) for m in methods]
+    evaluate(runners, passages, questions, models, out, setting)
     print((out / "report.md").read_text())
     print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
@@ -221,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="dataset folder (default: $MULTIHOP_RAG_DATA or shared/data)")
     p.add_argument("--attention-model", default="auto", help="GARLIC's attention model: auto (the llamacpp GGUF "
                    "through transformers; none for Ollama), none (embedding fallback), or a GGUF file / HF model dir")
+    p.add_argument("--garlic-n-s", type=int, help="GARLIC's summary batch length in tokens (default: the paper's 8K, "
+                   "capped by the LLM's context; about 2048 suits 0.5B-1.5B models)")
     models(p)
     p.set_defaults(run=_eval)
 

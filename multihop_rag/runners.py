@@ -149,14 +149,18 @@ class GarlicRunner:
 
     name = "garlic"
 
+    def __init__(self, n_s: int | None = None):
+        self.n_s = n_s
+        """Batch length of the graph's summaries (§3.1); None: the paper's 8K, capped by the LLM's context."""
+
     def build(self, passages: Sequence[Passage], models: Models, folder: Path) -> dict[str, Any]:
-        from llama_index_garlic import GarlicIndex
+        from llama_index_garlic import GarlicConfig, GarlicIndex
 
         kwargs = {"llm": models.llm, "embed_model": models.embed, "attention_model": models.attention}
         if (folder / "garlic.json").is_file():
             index = GarlicIndex.from_persist_dir(folder, **kwargs)
         else:
-            index = GarlicIndex.from_documents(_documents(passages), **kwargs)
+            index = GarlicIndex.from_documents(_documents(passages), config=GarlicConfig(n_s=self.n_s), **kwargs)
             index.persist(folder)
         self.engine = index.as_query_engine()
         return index.stats() | {"pool_size": len(index.graph.nodes), "mode": index.mode}
@@ -242,9 +246,9 @@ RUNNERS: dict[str, Callable[[], Runner]] = {
 """Methods ``multihop-rag eval`` knows, in the order the report lists them."""
 
 
-def make_runner(name: str) -> Runner:
-    """A fresh adapter for method ``name`` (a key of :data:`RUNNERS`)."""
+def make_runner(name: str, *, garlic_n_s: int | None = None) -> Runner:
+    """A fresh adapter for method ``name`` (a key of :data:`RUNNERS`); ``garlic_n_s``: GARLIC's n_s."""
     if name not in RUNNERS:
         raise KeyError(f"unknown method {name!r}; known: {', '.join(RUNNERS)}")
-    return RUNNERS[name]()
+    return GarlicRunner(n_s=garlic_n_s) if name == "garlic" else RUNNERS[name]()
 

@@ -227,6 +227,15 @@ def test_runners_answer_with_their_evidence(tmp_path):
     assert builds["resp"]["pool_size"] == 3
 
 
+def test_garlic_runner_builds_with_the_n_s_it_is_given(tmp_path):
+    models = _models(tmp_path, llm_reply="- The Orrin River flows into Lake Ismay.")
+    runner = make_runner("garlic", garlic_n_s=1024)
+    stats = runner.build(PASSAGES, models, tmp_path / "garlic")
+    saved = json.loads((tmp_path / "garlic" / "garlic.json").read_text())
+    assert saved["config"]["n_s"] == 1024 and stats["pool_size"] > 0
+    assert make_runner("garlic").n_s is None  # the paper's 8K, capped by the LLM's context
+
+
 def test_langgraph_runners_answer_with_no_evidence_when_nothing_was_retrieved(tmp_path):
     # a small decomposer may say "That's enough." before any retrieval: HiRAG then answers from nothing
     models = _models(tmp_path, chat_reply="That's enough.")
