@@ -57,7 +57,8 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
         f"# multihop-rag eval: {setting.get('dataset')} / {setting.get('split')}",
         "",
         f"- LLM `{setting.get('llm')}`, embeddings `{setting.get('embed')}`"
-        + (f", GARLIC attention `{setting['garlic_attention']}`" if setting.get("garlic_attention") else ""),
+        + (f", GARLIC attention `{setting['garlic_attention']}`" if setting.get("garlic_attention") else "")
+        + (f", GARLIC n_s {setting['garlic_n_s']}" if setting.get("garlic_n_s") else ""),
         f"- corpus: {setting.get('passages')} passages ({setting.get('corpus')}); {n} questions answered",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores; bootstrap: 2000 resamples, seed 0",
         "",

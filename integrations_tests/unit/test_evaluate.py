@@ -168,6 +168,8 @@ def test_report_without_raptor_says_how_to_get_tper_and_notes_overlap():
     text = markdown(results, {"naive": {"pool_size": 3}, "resp": {"pool_size": 3}}, SETTING)
     assert "add `raptor` to `--methods`" in text
     assert "Highest mean: resp; its interval overlaps naive" in text
+    assert "n_s" not in text  # GARLIC's n_s is named only when it was set
+    assert ", GARLIC n_s 2048" in markdown(results, {}, SETTING | {"garlic_n_s": 2048})
 
 
 def test_eval_methods_listed_by_the_cli_are_the_runners():
