@@ -50,6 +50,25 @@ def _overlap_note(results: Mapping[str, Sequence[Any]], metric: str) -> str:
             "are not significant at this sample size.\n")
 
 
+def _summary(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per method: quality and cost side by side (the tables below have the detail)."""
+    lines = [
+        "## Summary",
+        "",
+        "| method | n | F1 (95% CI) | EM | answer recall of evidence | build s | build LLM calls | s / query | LLM calls / query |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for method, rs in results.items():
+        b = builds.get(method, {})
+        f1, low, high = bootstrap_ci([r.f1 for r in rs])
+        lines.append(
+            f"| {method} | {len(rs)} | {f1:.3f} [{low:.3f}, {high:.3f}] | {_mean([r.em for r in rs]):.3f} | "
+            f"{_mean([r.answer_recall for r in rs]):.3f} | {b.get('seconds', 0):.0f} | {b.get('llm_calls', 0)} | "
+            f"{_mean([r.seconds for r in rs]):.1f} | {_mean([r.llm_calls for r in rs]):.1f} |"
+        )
+    return lines + [""]
+
+
 def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], setting: Mapping[str, Any]) -> str:
     """The report as markdown (``results``: :class:`~multihop_rag.evaluate.Result` lists by method)."""
     n = max((len(rs) for rs in results.values()), default=0)
@@ -63,6 +82,7 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
         f"- machine: {platform.machine()}, {os.cpu_count()} cores; bootstrap: 2000 resamples, seed 0",
         "",
     ]
+    lines += _summary(results, builds)
     for metric, title in METRICS.items():
         lines += [f"## {title}", "", "| method | n | mean | 95% CI |", "|---|---|---|---|"]
         for method, rs in results.items():

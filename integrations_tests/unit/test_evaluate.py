@@ -84,6 +84,9 @@ def test_results_report_and_plot_are_written(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "## Exact match" in report and "## F1" in report and "## Cost" in report
     assert "| raptor | 3 | 1.000 | [1.000, 1.000] |" in report
+    # the summary: F1 with its interval, EM, answer recall, build s and calls, s and calls per query
+    assert "| raptor | 3 | 1.000 [1.000, 1.000] | 1.000 | 0.333 | 0 | 5 | 2.0 | 2.0 |" in report  # p1 holds q1's answer only
+    assert report.index("## Summary") < report.index("## Exact match")
     # TPER of naive vs RAPTOR: (1 s / 2 s) / (3 / 6) = 1.0; RAPTOR against itself is 1 by definition
     assert tper(1.0, 3, 2.0, 6) == 1.0
     # build s, build calls, build tokens, pool, TPQ, calls/query, tokens/query (100 + 3), TPER
