@@ -75,6 +75,6 @@ def test_eval_runs_methods_on_a_pooled_corpus_and_resumes(tmp_path, fast_llm_spe
     assert "## F1" in report and "| garlic | 1 |" in report and "TPER" in report
     assert (out_dir / "report.png").stat().st_size > 1000
 
-    again = sh(*args)  # everything done: reloads the indexes, answers nothing, same report
+    again = sh(*args)  # everything done: loads no index, answers nothing, same report
     assert again.returncode == 0, again.stderr[-3000:]
     assert len((out_dir / "results.jsonl").read_text().splitlines()) == 4
