@@ -21,6 +21,19 @@ FAST_LLM = os.environ.get("MULTIHOP_RAG_TEST_LLM", f"llamacpp:{bundled.FAST_LLM_
 """Spec of the LLM the integration tests run on (the fast bundled model unless overridden)."""
 
 
+def first_question_docs(dataset: str, n: int):
+    """The smoke split's first question and ``n`` of its passages as LlamaIndex documents: its
+    supporting passages plus its first distractors (a corpus where retrieval must find the gold ones
+    at a fraction of the candidates' build time)."""
+    from multihop_rag.corpus import load_dataset
+
+    passages, questions = load_dataset(dataset, "smoke")
+    question = questions[0]
+    distractors = [c for c in question.candidates if c not in question.supporting]
+    wanted = set(question.supporting) | set(distractors[: n - len(question.supporting)])
+    return [p.to_llama_index() for p in passages if p.id in wanted], question
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "integration" in str(item.fspath):

@@ -58,23 +58,25 @@ def test_server_down_exits_2(tmp_path):
 
 
 def test_eval_runs_methods_on_a_pooled_corpus_and_resumes(tmp_path, fast_llm_spec):
-    """`multihop-rag eval` with real models: the candidates of one HotpotQA dev question as corpus."""
+    """`multihop-rag eval` with real models: the candidates of one HotpotQA dev question as corpus.
+    GARLIC's runner is pinned on fakes (unit tier) and its real build in test_garlic: left out to
+    keep this under ten minutes on two slow cores."""
     out_dir = tmp_path / "eval"
     args = ["eval", "--dataset", "hotpotqa", "--split", "dev", "--pool", "1", "--limit", "1",
-            "--methods", "naive,raptor,garlic,resp", "--attention-model", "none", "--out", str(out_dir),
+            "--methods", "naive,raptor,resp", "--out", str(out_dir),
             "--llm", fast_llm_spec, "--embed", "st:default"]
     out = sh(*args)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
-    assert [r["method"] for r in lines] == ["naive", "raptor", "garlic", "resp"]
+    assert [r["method"] for r in lines] == ["naive", "raptor", "resp"]
     assert all(r["llm_calls"] >= 1 and r["answer"] for r in lines)
     assert all(r["prompt_tokens"] > 0 for r in lines)
     builds = json.loads((out_dir / "builds.json").read_text())
-    assert builds["raptor"]["llm_calls"] >= 1 and builds["garlic"]["stats"]["mode"] == "embedding"
+    assert builds["raptor"]["llm_calls"] >= 1 and builds["naive"]["llm_calls"] == 0
     report = (out_dir / "report.md").read_text()
-    assert "## F1" in report and "| garlic | 1 |" in report and "TPER" in report
+    assert "## F1" in report and "| resp | 1 |" in report and "TPER" in report
     assert (out_dir / "report.png").stat().st_size > 1000
 
     again = sh(*args)  # everything done: loads no index, answers nothing, same report
     assert again.returncode == 0, again.stderr[-3000:]
-    assert len((out_dir / "results.jsonl").read_text().splitlines()) == 4
+    assert len((out_dir / "results.jsonl").read_text().splitlines()) == 3

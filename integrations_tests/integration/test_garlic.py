@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 import torch
 
+from integrations_tests.integration.conftest import first_question_docs
 from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention
 from multihop_rag import bundled
-from multihop_rag.corpus import load_dataset
+
+N_PASSAGES = 6
+"""One HotpotQA question's two supporting passages and four distractors (~750 tokens)."""
 
 CONFIG = GarlicConfig(n_s=1024, summary_tokens=256, search_window=4096, workers=1)
-"""n_s small enough that the ten passages of one HotpotQA question take several batches."""
+"""n_s small enough that the passages take two level-1 batches, so the graph has three levels."""
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +27,7 @@ def attention():
 
 @pytest.fixture(scope="module")
 def corpus():
-    passages, questions = load_dataset("hotpotqa", "smoke")
-    question = questions[0]
-    wanted = set(question.candidates)
-    return [p.to_llama_index() for p in passages if p.id in wanted], question
+    return first_question_docs("hotpotqa", N_PASSAGES)
 
 
 def test_hooked_attention_equals_output_attentions_averaged(attention):
@@ -125,13 +125,17 @@ print(json.dumps({{"nodes": len(index.graph.nodes), "edge_source": index.graph.e
     assert out["mode"] == "embedding" and out["scoring"] == "embedding" and out["answer"].strip()
 
 
-def test_llama_cpp_only_build_uses_embedding_edges_and_search(corpus, li_llm, li_embed, tmp_path):
+def test_llama_cpp_only_build_uses_embedding_edges_and_search(built, corpus, li_llm, li_embed):
+    """Same corpus and call cache as the attention build: the summaries (the same prompts whichever
+    edges follow) come from the cache, only the edges differ."""
     docs, question = corpus
     index = GarlicIndex.from_documents(
-        docs, llm=li_llm, embed_model=li_embed, config=CONFIG, show_progress=False, cache=tmp_path / "calls.sqlite"
+        docs, llm=li_llm, embed_model=li_embed, config=CONFIG, show_progress=False, cache=built[1] / "calls.sqlite"
     )
     stats = index.stats()
     assert stats["edge_source"] == "embedding" and stats["attention_model"] is None
+    first = built[0].stats()["llm"]
+    assert stats["llm"]["calls"] == 0 and stats["llm"]["cache_hits"] == first["calls"] + first["cache_hits"]
     assert len(index.graph.levels) >= 2
     hits = index.as_retriever().retrieve(question.question)
     assert [h.node.node_id for h in hits][: len(index.graph.top_level)] == [n.id for n in index.graph.top_level]

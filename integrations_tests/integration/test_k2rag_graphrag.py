@@ -1,7 +1,8 @@
 """K²RAG with Microsoft GraphRAG as its knowledge graph: a real GraphRAG 3.x build and local
 search against llama.cpp's OpenAI-compatible server on 127.0.0.1 backed by the embedded default
-model, real MiniLM embeddings and LanceDB (HotpotQA smoke: the first question's two gold
-passages). The fast 0.5B model extracts no relationships, so this runs the 1.5B default."""
+model, real MiniLM embeddings and LanceDB (HotpotQA smoke: one gold passage of the first question,
+Neil Peart's, as one GraphRAG build with the 1.5B model takes minutes per passage on two slow cores).
+The fast 0.5B model extracts no relationships, so this runs the 1.5B default."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ FAST = {"extract_graph": {"max_gleanings": 0}}
 def built(tmp_path_factory, li_embed):
     passages, questions = load_dataset("hotpotqa", "smoke")
     question = questions[0]
-    docs = [p.to_llama_index() for p in passages if p.id in set(question.supporting)]
+    docs = [p.to_llama_index() for p in passages if p.id in set(question.supporting) and p.title == "Neil Peart"]
+    assert len(docs) == 1
     llm = llama_index_llm("llamacpp:default", max_tokens=512)
     root = tmp_path_factory.mktemp("graphrag")
     index = K2RAGIndex.from_documents(
@@ -48,18 +50,12 @@ def test_graphrag_extracts_entities_and_relationships(built):
     kg, stats = index.kg, index.stats()
     assert isinstance(kg, GraphRAGKG) and kg.server is not None  # llama.cpp's server for the embedded model
     tables = kg.tables()
-    assert stats["kg"] == "graphrag" and stats["kg_chunks"] == 2
+    assert stats["kg"] == "graphrag" and stats["kg_chunks"] == 1
     assert kg.entities() >= 2 and stats["kg_triples"] == kg.triples() >= 1
     titles = " ".join(tables["entities"]["title"]).upper()
     assert "PEART" in titles or "RUSH" in titles
     assert len(tables["text_units"]) == stats["kg_chunks"]  # GraphRAG kept K²RAG's 300-token KG chunks whole
     assert len(tables["community_reports"]) >= 1
-
-
-def test_local_search_answers_from_the_graph(built):
-    _, index, question, _ = built
-    answer = index.kg.query(question.question)
-    assert answer.strip() and "error" not in answer.lower()[:40]
 
 
 def test_rebuilding_resumes_from_graphrags_cache(built, li_embed):
@@ -72,12 +68,13 @@ def test_rebuilding_resumes_from_graphrags_cache(built, li_embed):
     again.kg.server.stop()
 
 
-def test_k2rag_index_with_graphrag_persists_and_reloads(built, li_embed, tmp_path):
+def test_k2rag_index_with_graphrag_persists_reloads_and_answers_by_local_search(built, li_embed, tmp_path):
+    """One local-search query (a minute and a half with the 1.5B model), on the reloaded index."""
     llm, index, question, _ = built
     index.persist(tmp_path / "index")
     reloaded = K2RAGIndex.from_persist_dir(tmp_path / "index", llm=llm, embed_model=li_embed, cache=False)
     assert isinstance(reloaded.kg, GraphRAGKG) and reloaded.kg.server is not None
     assert reloaded.kg.root == tmp_path / "index" / "kg" and reloaded.kg.triples() == index.kg.triples()
-    response = reloaded.as_query_engine("kg").query(question.question)
-    assert str(response).strip()
+    answer = str(reloaded.as_query_engine("kg").query(question.question))
+    assert answer.strip() and "error" not in answer.lower()[:40]
     reloaded.kg.server.stop()

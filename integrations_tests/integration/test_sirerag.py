@@ -7,6 +7,7 @@ import sys
 import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
+from integrations_tests.integration.conftest import first_question_docs
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex
 from multihop_rag.corpus import load_dataset
 
@@ -18,11 +19,7 @@ N_PASSAGES = 10
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, li_llm, li_embed):
-    passages, questions = load_dataset("musique", "smoke")
-    question = questions[0]
-    distractors = [c for c in question.candidates if c not in question.supporting]
-    wanted = set(question.supporting) | set(distractors[: N_PASSAGES - len(question.supporting)])
-    docs = [p.to_llama_index() for p in passages if p.id in wanted]
+    docs, question = first_question_docs("musique", N_PASSAGES)
     folder = tmp_path_factory.mktemp("sirerag")
     index = SiReRAGIndex.from_documents(
         docs, llm=li_llm, embed_model=li_embed, show_progress=False, cache=folder / "calls.sqlite",
