@@ -35,9 +35,10 @@ SECOND_TURN = "Given the above information and question, answer the question as 
 
 SECOND_TURN_RETRY = "Question:\n{question}\nInformation:\n{information}" + SECOND_TURN + "\nAnswer:"
 """Asked once, as a fresh single-turn prompt over the same information, when the second turn brings
-back a bare "Yes"/"No" to a question that is not a yes/no question; ours, not the paper's. Small
-models stay in Yes/No mode inside the Table 5 conversation: Qwen2.5-0.5B answered "No", then "Yes"
-to a retry in the same conversation, and "Rush" (the gold answer) to this prompt."""
+back "Yes"/"No" (bare, or leading the reply: "Yes, the question can be answered by the information
+provided.") to a question that is not a yes/no question; ours, not the paper's. Small models stay in
+Yes/No mode inside the Table 5 conversation: Qwen2.5-0.5B answered "No", then "Yes" to a retry in
+the same conversation, and "Rush" (the gold answer) to this prompt."""
 
 
 def bullet(text: str) -> str:

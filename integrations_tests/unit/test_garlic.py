@@ -377,6 +377,21 @@ def test_a_bare_yes_to_the_answer_turn_is_asked_once_more_in_a_fresh_prompt():
     assert controller.echoes == 1 and controller.calls == 3
 
 
+@pytest.mark.parametrize("reply", ["Yes, the question can be answered by the information provided.", "No."])
+def test_a_yes_or_no_leading_the_answer_turn_is_asked_again_but_an_answer_is_kept(reply):
+    from llama_index_garlic import prompts
+    from llama_index_garlic.search import LLMController
+
+    llm = ScriptedLLM(lambda prompt: "Lake Ismay" if "\nAnswer:" in prompt else reply)
+    controller = LLMController(llm)
+    first = prompts.FIRST_TURN.format(question="Into which lake?", information=prompts.bullet("Lake Ismay."))
+    assert controller.answer(first, "Into which lake does the Orrin flow?") == "Lake Ismay"
+    assert controller.echoes == 1
+    for answer in ("Norway", "Nobel Peace Prize", "Yesenia Ortiz"):  # "No…"/"Yes…" words are answers
+        controller = LLMController(ScriptedLLM(lambda prompt, answer=answer: answer))
+        assert controller.answer(first, "Who won?") == answer and controller.echoes == 0
+
+
 def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
     from llama_index_garlic import TransformersAttention
     from multihop_rag import bundled
