@@ -19,6 +19,7 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import NodeWithScore
 
 from multihop_rag.cache import CachedLLM, Usage
 from multihop_rag.corpus import Passage
@@ -168,9 +169,24 @@ class GarlicRunner:
     def answer(self, question: str) -> Answer:
         def run() -> tuple[str, list[Evidence]]:
             response = self.engine.query(question)
-            return str(response), evidence_from_nodes(response.source_nodes)
+            return str(response), _garlic_evidence(response.source_nodes)
 
         return _timed(question, run)
+
+
+def _garlic_evidence(nodes: Sequence[NodeWithScore]) -> list[Evidence]:
+    """GARLIC's visited nodes as evidence: a level-1 chunk (the passages' own text, several short
+    passages packed into one) stands for each passage in it; a summary node, the LLM's rewrite of
+    many passages, for none (as RAPTOR's summary nodes)."""
+    evidence = []
+    for hit in nodes:
+        meta = hit.node.metadata
+        if meta.get("level") == 1 and meta.get("doc_ids"):
+            text, score = hit.node.get_content(), float(hit.score or 0.0)
+            evidence += [Evidence(id=doc_id, title="", text=text, score=score) for doc_id in meta["doc_ids"].split(",")]
+        else:
+            evidence += evidence_from_nodes([hit])
+    return evidence
 
 
 def _lc_evidence(store: Any, ids: list[str]) -> list[Evidence]:

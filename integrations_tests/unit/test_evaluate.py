@@ -239,6 +239,12 @@ def test_garlic_runner_builds_with_the_n_s_it_is_given(tmp_path):
     saved = json.loads((tmp_path / "garlic" / "garlic.json").read_text())
     assert saved["config"]["n_s"] == 1024 and stats["pool_size"] > 0
     assert make_runner("garlic").n_s is None  # the paper's 8K, capped by the LLM's context
+    # never "Yes": the search visits every node; the level-1 chunk (all three short passages packed
+    # into one) stands for each passage in it, the summary nodes for none
+    answer = runner.answer(QUESTIONS[0].question)
+    chunk_ids = [e.id for e in answer.evidence if e.id in {p.id for p in PASSAGES}]
+    assert chunk_ids == [p.id for p in PASSAGES]
+    assert len(answer.evidence) > len(chunk_ids)  # the summary nodes, under their node ids
 
 
 def test_langgraph_runners_answer_with_no_evidence_when_nothing_was_retrieved(tmp_path):
