@@ -175,6 +175,17 @@ def test_report_without_raptor_says_how_to_get_tper_and_notes_overlap():
     assert ", GARLIC n_s 2048" in markdown(results, {}, SETTING | {"garlic_n_s": 2048})
 
 
+def test_query_time_with_cached_calls_is_marked_as_an_undercount():
+    from multihop_rag.evaluate import Result
+
+    fresh = Result("naive", "q1", "q?", "a", ["a"], 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 30.0, [], llm_calls=2)
+    cached = Result("garlic", "q1", "q?", "a", ["a"], 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 5.0, [], llm_calls=4, cache_hits=3)
+    text = markdown({"naive": [fresh], "garlic": [cached]}, {"naive": {"pool_size": 3}, "garlic": {"pool_size": 3}}, SETTING)
+    assert "| 5.0 (3 of 4 calls cached) | 4.0 |" in text  # the summary and the cost table
+    assert text.count("(3 of 4 calls cached)") == 2 and "| 30.0 | 2.0 |" in text
+    assert 'marked "cached"' in text
+
+
 def test_eval_methods_listed_by_the_cli_are_the_runners():
     assert cli.EVAL_METHODS == tuple(RUNNERS)
     with pytest.raises(KeyError):
