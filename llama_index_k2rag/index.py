@@ -59,7 +59,17 @@ def _chunk_nodes(docs: Sequence[Document], texts: Sequence[str], size: int, over
                 continue
             node_id = hashlib.sha1(f"{kind}\x1f{doc.doc_id}\x1f{i}\x1f{chunk}".encode()).hexdigest()[:24]
             metadata = {"doc_id": doc.doc_id, "title": str(doc.metadata.get("title", "")), "chunk": i}
-            nodes.append(TextNode(id_=node_id, text=chunk, metadata=metadata))
+            # ids are bookkeeping: shown to the KG extractor they became triples such as (doc_id, hotpotqa-…, title)
+            hidden = ["doc_id", "chunk"]
+            nodes.append(
+                TextNode(
+                    id_=node_id,
+                    text=chunk,
+                    metadata=metadata,
+                    excluded_llm_metadata_keys=hidden,
+                    excluded_embed_metadata_keys=hidden,
+                )
+            )
     return nodes
 
 

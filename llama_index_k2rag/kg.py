@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import BaseNode, TextNode
 
 from multihop_rag.aio import call_sync
 
@@ -33,6 +33,17 @@ class KnowledgeGraph(Protocol):
         ...
 
     def persist(self, folder: str | Path) -> None: ...
+
+
+class _PathExtractorWithProgress(SimpleLLMPathExtractor):
+    """``SimpleLLMPathExtractor`` with its per-chunk progress bar on.
+
+    ``PropertyGraphIndex`` never passes ``show_progress`` to its extractors, so a build of one
+    call per chunk would otherwise show a single bar stuck at 0/1 until the end.
+    """
+
+    async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> Sequence[BaseNode]:
+        return await super().acall(nodes, show_progress=True, **kwargs)
 
 
 class PropertyGraphKG:
@@ -55,7 +66,8 @@ class PropertyGraphKG:
         show_progress: bool = True,
     ) -> PropertyGraphKG:
         """Extract (subject, relation, object) triples from every chunk with ``llm``."""
-        extractor = SimpleLLMPathExtractor(llm=llm, max_paths_per_chunk=max_paths_per_chunk, num_workers=1)
+        extractor_class = _PathExtractorWithProgress if show_progress else SimpleLLMPathExtractor
+        extractor = extractor_class(llm=llm, max_paths_per_chunk=max_paths_per_chunk, num_workers=1)
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
         index = call_sync(
             PropertyGraphIndex,

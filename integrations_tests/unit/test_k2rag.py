@@ -297,3 +297,16 @@ def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
     assert loaded.kg.query("Where was Tomas Halvard born?") == "He was born in Dunmere."
     # The graph's triples reached the answer prompt.
     assert "tomas halvard -> born in -> dunmere" in llm.prompts[-1].lower()
+
+
+def test_the_kg_extractor_sees_titles_not_ids_and_shows_per_chunk_progress(capsys):
+    llm = ScriptedLLM(_extractor_llm)
+    K2RAGIndex.from_documents(
+        DOCS, llm=llm, embed_model=HashEmbedding(dim=256), summarizer="none", kg="property", cache=False
+    )
+    extraction = [p for p in llm.prompts if "triplets" in p.lower()]
+    assert len(extraction) == len(DOCS)
+    assert all("title: " in p and "doc_id" not in p and "chunk: " not in p for p in extraction)
+    # One bar step per chunk, not PropertyGraphIndex's single "Applying transformations" step.
+    bars = capsys.readouterr().err
+    assert f"Extracting paths from text: 100%|██████████| {len(DOCS)}/{len(DOCS)}" in bars
