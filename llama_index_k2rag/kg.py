@@ -16,6 +16,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import BaseNode, TextNode
+from tqdm.auto import tqdm
 
 from multihop_rag.aio import call_sync
 
@@ -36,14 +37,15 @@ class KnowledgeGraph(Protocol):
 
 
 class _PathExtractorWithProgress(SimpleLLMPathExtractor):
-    """``SimpleLLMPathExtractor`` with its per-chunk progress bar on.
+    """``SimpleLLMPathExtractor``, one chunk at a time behind a progress bar.
 
-    ``PropertyGraphIndex`` never passes ``show_progress`` to its extractors, so a build of one
-    call per chunk would otherwise show a single bar stuck at 0/1 until the end.
+    ``PropertyGraphIndex`` never passes ``show_progress`` to its extractors, and the library's own
+    bar (an asyncio gather) only moves when the event loop gets control back, which a blocking
+    local LLM never gives it: a build of one call per chunk showed 0/N until the very end.
     """
 
-    async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> Sequence[BaseNode]:
-        return await super().acall(nodes, show_progress=True, **kwargs)
+    async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
+        return [await self._aextract(node) for node in tqdm(nodes, desc="K2RAG KG triples")]
 
 
 class PropertyGraphKG:

@@ -3,6 +3,7 @@ naive pipelines and persistence, with deterministic fakes."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -299,14 +300,21 @@ def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
     assert "tomas halvard -> born in -> dunmere" in llm.prompts[-1].lower()
 
 
-def test_the_kg_extractor_sees_titles_not_ids_and_shows_per_chunk_progress(capsys):
-    llm = ScriptedLLM(_extractor_llm)
+def test_the_kg_extractor_sees_titles_not_ids_and_shows_progress_per_chunk(capsys):
+    bars: list[str] = []
+
+    def slow_extractor(prompt: str) -> str:
+        if "triplets" in prompt.lower():
+            bars.append(capsys.readouterr().err)
+            time.sleep(0.15)  # past tqdm's 0.1 s refresh interval
+        return _extractor_llm(prompt)
+
+    llm = ScriptedLLM(slow_extractor)
     K2RAGIndex.from_documents(
         DOCS, llm=llm, embed_model=HashEmbedding(dim=256), summarizer="none", kg="property", cache=False
     )
     extraction = [p for p in llm.prompts if "triplets" in p.lower()]
     assert len(extraction) == len(DOCS)
     assert all("title: " in p and "doc_id" not in p and "chunk: " not in p for p in extraction)
-    # One bar step per chunk, not PropertyGraphIndex's single "Applying transformations" step.
-    bars = capsys.readouterr().err
-    assert f"Extracting paths from text: 100%|██████████| {len(DOCS)}/{len(DOCS)}" in bars
+    # The bar moves while the (blocking) LLM works: chunk 1 is counted before chunk 2 is sent.
+    assert "K2RAG KG triples" in bars[0] and f"1/{len(DOCS)}" in bars[1] and f"2/{len(DOCS)}" in bars[2]
