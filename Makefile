@@ -3,20 +3,25 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.8
 # A portable llama.cpp build (runs on any x86-64); pip's wheel cache reuses it afterwards.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 # Offline: models come from installed packages, tiktoken from LlamaIndex's bundled encodings.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
+PYTEST := $(BIN)/python -m pytest
+LINT := $(BIN)/ruff check .
 
-.PHONY: setup demo test test-unit test-integration bench clean
+.PHONY: setup demo test test-unit test-integration test-slow lint bench lock clean
 
-$(STAMP): pyproject.toml
+# Everything installs from constraints.txt (exact versions; `make lock` regenerates it). pip takes the two
+# packages it has local copies of: torch (the machine's CPU build; a looser source pulls GBs of CUDA) and
+# llama-cpp-python (pip's wheel cache saves its compile); uv installs the rest in one resolver call.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# One resolver call for everything (separate calls pick conflicting versions).
-	$(BIN)/pip install --progress-bar off -e ".[embedded,server,graphrag,transformers,dev]"
+	$(BIN)/pip install --quiet --progress-bar off -c constraints.txt uv==$(UV_VERSION) torch llama-cpp-python
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[all,dev]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -24,17 +29,34 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/multihop-rag demo
 
+lint: setup
+	$(LINT)
+
+# Lint and types, then every test but the ones marked slow; prints the total time at the end.
 test: setup
-	$(BIN)/python -m pytest integrations_tests -ra --durations=15
+	@start=$$(date +%s); \
+	$(LINT) && $(PYTEST) integrations_tests -m "not slow" -ra --durations=15; status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s in all (exit $$status)"; exit $$status
 
 test-unit: setup
-	$(BIN)/python -m pytest integrations_tests/unit -ra
+	$(PYTEST) integrations_tests/unit -ra
 
 test-integration: setup
-	$(BIN)/python -m pytest integrations_tests/integration -ra
+	$(PYTEST) integrations_tests/integration -m "not slow" -ra
+
+# The heavier checks that do not fit CI's budget: larger builds, the eval command on more questions.
+test-slow: setup
+	@start=$$(date +%s); \
+	$(PYTEST) integrations_tests -m slow -ra --durations=15; status=$$?; \
+	echo "make test-slow: $$(( $$(date +%s) - start )) s in all (exit $$status)"; exit $$status
 
 bench: setup
 	$(BIN)/python benchmarks/bench_backends.py
 
+# Regenerate constraints.txt from pyproject.toml's ranges (the CPU build of torch from this machine's wheels).
+lock: setup
+	$(BIN)/uv pip compile pyproject.toml --all-extras --python-version 3.11.7 --find-links /opt/wheels \
+		--no-annotate --quiet -o constraints.txt
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -26,8 +26,12 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import numpy as np  # noqa: E402
 
-from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention  # noqa: E402
-from llama_index_garlic import prompts  # noqa: E402
+from llama_index_garlic import (  # noqa: E402
+    GarlicConfig,
+    GarlicIndex,
+    TransformersAttention,
+    prompts,  # noqa: E402
+)
 from llama_index_garlic.search import LLMController  # noqa: E402
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from llama_index_k2rag import PIPELINES, K2RAGConfig, K2RAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.metrics import format_ci, cosine_score, exact_match, f1_score  # noqa: E402
+from multihop_rag.metrics import cosine_score, exact_match, f1_score, format_ci  # noqa: E402
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_resp import build_resp_graph, combined_memory  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.metrics import format_ci, exact_match, f1_score  # noqa: E402
+from multihop_rag.metrics import exact_match, f1_score, format_ci  # noqa: E402
 from multihop_rag.stores import langchain_chroma  # noqa: E402
 
 # FlashRAG's standard-RAG prompt, the "Standard RAG" baseline of ReSP Table 2.

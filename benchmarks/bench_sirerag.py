@@ -24,7 +24,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_dataset, load_pooled  # noqa: E402
-from multihop_rag.metrics import answer_recall_at_k, format_ci, exact_match, f1_score  # noqa: E402
+from multihop_rag.metrics import answer_recall_at_k, exact_match, f1_score, format_ci  # noqa: E402
 
 
 def evaluate(name: str, index: SiReRAGIndex, questions, k: int, kind: str | None = None) -> dict:

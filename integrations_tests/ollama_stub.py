@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -107,7 +107,7 @@ class OllamaStub:
         started = time.time_ns()
 
         def frame(text: str, done: bool, usage: dict[str, int] | None = None) -> dict[str, Any]:
-            out: dict[str, Any] = {"model": model, "created_at": datetime.now(timezone.utc).isoformat(), "done": done}
+            out: dict[str, Any] = {"model": model, "created_at": datetime.now(UTC).isoformat(), "done": done}
             if chat:
                 out["message"] = {"role": "assistant", "content": text}
             else:

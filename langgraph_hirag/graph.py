@@ -229,7 +229,7 @@ def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Seq
         SystemMessage(prompts.DECOMPOSER.format(question=question)),
         HumanMessage(prompts.DECOMPOSE_START.format(question=question)),
     ]
-    for q, a in zip(sub_questions, sub_answers):
+    for q, a in zip(sub_questions, sub_answers, strict=True):
         messages += [AIMessage(q), HumanMessage(a or prompts.NO_ANSWER)]
     return messages
 
@@ -360,7 +360,7 @@ def _add_retrieval_nodes(
     def rewrite(state: HiRAGState) -> dict[str, Any]:
         entity = state["entity"].lower()
         previous = [
-            f"{q} {a}" for q, a in zip(state.get("sub_questions", []), state.get("sub_answers", [])) if a and entity in a.lower()
+            f"{q} {a}" for q, a in zip(state.get("sub_questions", []), state.get("sub_answers", []), strict=True) if a and entity in a.lower()
         ]
         information = previous[-1] if previous else state["question"]
         sub_question = state["current"]

@@ -201,7 +201,7 @@ def build_graph(
         mark = time.perf_counter()
         new_nodes: list[GraphNode] = []
         exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = []
-        for batch, result in zip(batches, results):
+        for batch, result in zip(batches, results, strict=True):
             if result is None:
                 report.skipped_batches += 1
                 log.warning("GARLIC: no summary points for a batch of %d level-%d nodes; skipped", len(batch), level)
@@ -235,8 +235,8 @@ def build_graph(
                 level_vectors = vectors[-1]
                 weights = new_vectors[[row[ip.id] for ip in ips]] @ level_vectors[[old_row[n.id] for n in batch]].T
             weights = normalize_edges(weights)
-            for ip, ip_weights in zip(ips, weights):
-                edges[ip.id] = {child.id: float(w) for child, w in zip(batch, ip_weights)}
+            for ip, ip_weights in zip(ips, weights, strict=True):
+                edges[ip.id] = {child.id: float(w) for child, w in zip(batch, ip_weights, strict=True)}
         report.seconds[f"edges_level_{level + 1}"] = time.perf_counter() - mark
 
         nodes.extend(new_nodes)

@@ -69,12 +69,13 @@ class GarlicIndex:
         embed_model: BaseEmbedding,
         attention_model: AttentionModel | str | Path | None = None,
         n_s: int | None = None,
-        config: GarlicConfig = GarlicConfig(),
+        config: GarlicConfig | None = None,
         show_progress: bool = True,
         cache: bool | str | Path | LLMCache = True,
     ) -> GarlicIndex:
         """Build the summary graph. ``n_s`` overrides ``config.n_s`` (default min(8192, context window));
         ``cache=True`` keeps LLM calls in the persistent cache, so a killed build resumes."""
+        config = config or GarlicConfig()
         if not documents:
             raise ValueError("GarlicIndex needs at least one document")
         if n_s is not None:

@@ -22,7 +22,7 @@ __all__ = ["GarlicRetriever", "GarlicQueryEngine", "source_nodes"]
 def source_nodes(index: GarlicIndex, result: SearchResult) -> list[NodeWithScore]:
     """The visited nodes in visit order; a starting node's score is its query similarity."""
     hits = []
-    for node_id, score in zip(result.visited, result.scores):
+    for node_id, score in zip(result.visited, result.scores, strict=True):
         node = index.graph.node(node_id)
         text_node = TextNode(
             id_=node.id,

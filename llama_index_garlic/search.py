@@ -163,7 +163,7 @@ def graph_search(
         nonlocal used
         if session is not None:
             raw_attention[positions] = session.append([graph.nodes[i].text for i in positions])
-        for i, score in zip(positions, scores):
+        for i, score in zip(positions, scores, strict=True):
             visited[i] = True
             order.append(i)
             chosen_scores.append(score)

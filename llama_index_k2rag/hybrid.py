@@ -130,12 +130,12 @@ class HybridRetriever(BaseRetriever):
         collection = self.dense._collection
         n = min(self.candidates, collection.count())
         found = collection.query(query_embeddings=[query_embedding], n_results=n, include=["distances"])
-        cos = {i: 1.0 - d for i, d in zip(found["ids"][0], found["distances"][0])}
+        cos = {i: 1.0 - d for i, d in zip(found["ids"][0], found["distances"][0], strict=True)}
         missing = [i for i in wanted if i not in cos]
         if missing:
             got = collection.get(ids=missing, include=["embeddings"])
             q = np.asarray(query_embedding)
-            for i, e in zip(got["ids"], got["embeddings"]):
+            for i, e in zip(got["ids"], got["embeddings"], strict=True):
                 e = np.asarray(e)
                 cos[i] = float(q @ e / (np.linalg.norm(q) * np.linalg.norm(e) or 1.0))
         return cos

@@ -53,7 +53,7 @@ COLLECTION = "k2rag"
 
 def _chunk_nodes(docs: Sequence[Document], texts: Sequence[str], size: int, overlap: int, kind: str) -> list[TextNode]:
     nodes = []
-    for doc, text in zip(docs, texts):
+    for doc, text in zip(docs, texts, strict=True):
         for i, chunk in enumerate(chunk_tokens(text, size, overlap)):
             if not chunk.strip():
                 continue
@@ -112,7 +112,7 @@ class K2RAGIndex:
         kg: str | KnowledgeGraph | None = "property",
         kg_options: dict[str, Any] | None = None,
         vector_store: ChromaVectorStore | None = None,
-        config: K2RAGConfig = K2RAGConfig(),
+        config: K2RAGConfig | None = None,
         show_progress: bool = True,
         cache: bool | str | Path | LLMCache = True,
     ) -> K2RAGIndex:
@@ -133,6 +133,7 @@ class K2RAGIndex:
             vector_store: a LlamaIndex ``ChromaVectorStore`` for the dense chunks (default: in memory).
             cache: LLM-call cache (``True``: ~/.cache/multihop-rag/llm_calls.sqlite; a path; ``False``).
         """
+        config = config or K2RAGConfig()
         docs = [d for d in documents if d.text.strip()]
         if not docs:
             raise CorpusError("K2RAGIndex needs at least one document with text")
@@ -147,7 +148,7 @@ class K2RAGIndex:
         seconds["summarize"] = time.perf_counter() - started
         summaries = [
             {"id": d.doc_id, "title": str(d.metadata.get("title", "")), "text": d.text, "summary": s}
-            for d, s in zip(docs, texts)
+            for d, s in zip(docs, texts, strict=True)
         ]
 
         nodes = _chunk_nodes(docs, texts, config.chunk_size, config.chunk_overlap, "vector")
@@ -158,7 +159,7 @@ class K2RAGIndex:
         for start in tqdm(range(0, len(missing), 64), desc="K2RAG dense store", disable=not show_progress):
             batch = missing[start : start + 64]
             vectors = embed_model.get_text_embedding_batch([n.get_content() for n in batch])
-            for node, vector in zip(batch, vectors):
+            for node, vector in zip(batch, vectors, strict=True):
                 node.embedding = vector
             dense.add(batch)
         seconds["dense"] = time.perf_counter() - started

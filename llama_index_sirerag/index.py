@@ -111,12 +111,13 @@ class SiReRAGIndex:
         llm: LLM,
         embed_model: BaseEmbedding,
         vector_store: BasePydanticVectorStore | None = None,
-        config: SiReRAGConfig = SiReRAGConfig(),
+        config: SiReRAGConfig | None = None,
         show_progress: bool = True,
         cache: bool | str | Path | LLMCache = True,
     ) -> SiReRAGIndex:
         """Build the index. ``cache=True`` keeps LLM calls in ~/.cache/multihop-rag/llm_calls.sqlite
         (a path chooses another file, ``False`` none); ``vector_store`` defaults to an in-memory Chroma."""
+        config = config or SiReRAGConfig()
         if not documents:
             raise ValueError("SiReRAGIndex needs at least one document")
         index = cls(
@@ -157,7 +158,7 @@ class SiReRAGIndex:
         if not todo:
             return
         vectors = self.embed_model.get_text_embedding_batch([n.text for n in todo], show_progress=show_progress)
-        for node, vector in zip(todo, vectors):
+        for node, vector in zip(todo, vectors, strict=True):
             node.embedding = vector
 
     def _rebuild(self, show_progress: bool) -> None:

@@ -108,7 +108,7 @@ def extract_propositions(
             tqdm(pool.map(one, enumerate(chunks)), total=len(chunks), desc="propositions", disable=not show_progress)
         )
     propositions, skipped = [], []
-    for index, ((chunk_id, _, _), answer) in enumerate(zip(chunks, answers)):
+    for index, ((chunk_id, _, _), answer) in enumerate(zip(chunks, answers, strict=True)):
         if answer is None:
             skipped.append(chunk_id)
             continue

@@ -105,14 +105,14 @@ def build_tree(
                     disable=not show_progress,
                 )
             )
-        made = [(members, text) for members, text in zip(clusters, summaries) if text]
+        made = [(members, text) for members, text in zip(clusters, summaries, strict=True) if text]
         if failures is not None:
             failures.extend(f"{tree} level {level} cluster {i}" for i, text in enumerate(summaries) if not text)
         if not made:
             break
         embeddings = embed_model.get_text_embedding_batch([text for _, text in made], show_progress=False)
         new_layer: dict[str, TreeNode] = {}
-        for (members, text), embedding in zip(made, embeddings):
+        for (members, text), embedding in zip(made, embeddings, strict=True):
             nid = node_id(tree, "summary", level, text)
             node = new_layer.setdefault(
                 nid, TreeNode(id=nid, text=text, tree=tree, level=level, kind="summary", embedding=embedding)

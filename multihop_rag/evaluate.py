@@ -75,7 +75,7 @@ def _supporting_recall(answer: Answer, question: Question) -> float:
         return 0.0
     ids, titles = {e.id for e in answer.evidence}, {e.title for e in answer.evidence if e.title}
     names = question.supporting_titles if len(question.supporting_titles) == len(question.supporting) else [""] * len(question.supporting)
-    return sum(pid in ids or title in titles for pid, title in zip(question.supporting, names)) / len(question.supporting)
+    return sum(pid in ids or title in titles for pid, title in zip(question.supporting, names, strict=True)) / len(question.supporting)
 
 
 def score(method: str, question: Question, answer: Answer, spent: Usage | None = None) -> Result:

@@ -59,8 +59,8 @@ def chunk_tokens(text: str, size: int, overlap: int, *, keep_tail: bool = True) 
 
 @cache
 def _sentence_tokenizer():
-    import nltk
     import llama_index.core
+    import nltk
 
     nltk_cache = os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "nltk_cache")
     if nltk_cache not in nltk.data.path:

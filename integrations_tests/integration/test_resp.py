@@ -27,7 +27,7 @@ def test_resp_answers_over_chroma_with_the_embedded_model(hotpot_retriever, lc_c
         assert all(len(ids) == 5 for ids in state["retrieved"])
         assert state["stop_reason"] in {"sufficient", "max_iterations", "repeated_sub_question"}
     # Retrieval over the real store finds gold passages in the first round.
-    hits = [bool(set(q.supporting) & set(s["retrieved"][0])) for s, q in zip(results, questions)]
+    hits = [bool(set(q.supporting) & set(s["retrieved"][0])) for s, q in zip(results, questions, strict=True)]
     assert sum(hits) >= 1
 
 

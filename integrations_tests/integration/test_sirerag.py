@@ -59,12 +59,12 @@ print(json.dumps(out))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     results = json.loads(run.stdout.strip().splitlines()[-1])
-    for result, q in zip(results, questions):
+    for result in results:
         assert len(result["texts"]) == top_k and result["trees"] == ["relatedness", "similarity"]
         assert result["answer"].strip()
     # Real embeddings bring a gold supporting passage of each question into the top k.
     passages = {p.id: p.text for p in load_dataset("musique", "smoke")[0]}
-    for result, q in zip(results, questions):
+    for result, q in zip(results, questions, strict=True):
         gold = [passages[s][:80] for s in q.supporting]
         assert any(g in text for g in gold for text in result["texts"])
 

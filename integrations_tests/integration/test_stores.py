@@ -28,13 +28,13 @@ print(json.dumps([[e.id for e in rag.answer(q).evidence] for q in {[q.question f
     retrieved = json.loads(out.stdout.strip().splitlines()[-1])
     assert all(len(ids) == 5 for ids in retrieved)
     # Real embeddings find at least one gold passage in the top 5 for most questions.
-    hits = [bool(set(q.supporting) & set(ids)) for q, ids in zip(questions, retrieved)]
+    hits = [bool(set(q.supporting) & set(ids)) for q, ids in zip(questions, retrieved, strict=True)]
     assert sum(hits) >= 7, hits
 
 
 def test_chroma_server_store(chroma_server, li_llm, li_embed):
     passages, questions = load_dataset("2wikimultihopqa", "smoke")
-    rag = NaiveRAG.build(passages, llm=li_llm, embed_model=li_embed, store=chroma_server, collection="wiki", show_progress=False)
+    NaiveRAG.build(passages, llm=li_llm, embed_model=li_embed, store=chroma_server, collection="wiki", show_progress=False)
     assert chroma_client(chroma_server).get_collection("wiki").count() == len(passages)
     reloaded = NaiveRAG.load(llm=li_llm, embed_model=li_embed, store=chroma_server, collection="wiki")
     answer = reloaded.answer(questions[0].question)

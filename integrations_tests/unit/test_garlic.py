@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
-from llama_index_garlic import GarlicConfig, GarlicIndex, GraphNode, SummaryGraph
-from llama_index_garlic import prompts
+from llama_index_garlic import GarlicConfig, GarlicIndex, GraphNode, SummaryGraph, prompts
 from llama_index_garlic.build import chunk_documents, make_batches, parse_information_points
 from llama_index_garlic.graph import next_node_scores, normalize_edges, position_weighted
 from llama_index_garlic.search import graph_search
@@ -247,7 +246,7 @@ def test_information_points_are_read_from_bullets_lines_or_sentences():
 def test_graph_levels_shrink_to_one_batch_and_edges_point_one_level_down(index):
     graph = index.graph
     levels = graph.levels
-    assert len(levels) >= 3 and levels[1] and all(len(levels[l]) < len(levels[l - 1]) for l in list(levels)[1:])
+    assert len(levels) >= 3 and levels[1] and all(len(levels[k]) < len(levels[k - 1]) for k in list(levels)[1:])
     stats = index.stats()
     assert stats["batches_per_level"][str(max(levels) - 1)] == 1  # the top level came from one batch
     for parent, kids in graph.edges.items():

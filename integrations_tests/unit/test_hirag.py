@@ -411,7 +411,7 @@ def test_small_model_outputs_are_bounded_by_stop_sequences(corpus):
     model = ScriptedChatModel(Script())
     build_hirag_graph(model, corpus, th1=2).invoke({"question": QUESTION})
     def stop(start: str):
-        return next(kw["stop"] for p, kw in zip(model.prompts, model.calls_kwargs) if p.startswith(start))
+        return next(kw["stop"] for p, kw in zip(model.prompts, model.calls_kwargs, strict=True) if p.startswith(start))
 
     assert stop("Extract the subject entity") == ["\n"]
     assert stop("## Background") == ["\n"]

@@ -11,7 +11,6 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import Document, TextNode
 
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
-from llama_index_k2rag import prompts
 from llama_index_k2rag import (
     HybridRetriever,
     K2RAGConfig,
@@ -22,6 +21,7 @@ from llama_index_k2rag import (
     SparseStore,
     hybrid_score,
     make_summarizer,
+    prompts,
 )
 from multihop_rag.corpus import CorpusError
 from multihop_rag.stores import StoreError, chroma_vector_store

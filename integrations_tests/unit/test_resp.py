@@ -5,8 +5,7 @@ from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
 
 from integrations_tests.fakes import KeywordRetriever, ScriptedChatModel
-from langchain_resp import build_resp_graph, combined_memory
-from langchain_resp import prompts
+from langchain_resp import build_resp_graph, combined_memory, prompts
 
 DOCS = [
     Document(id="kesh", page_content="The Kesh Bridge was designed by Tomas Halvard.", metadata={"title": "Kesh Bridge"}),

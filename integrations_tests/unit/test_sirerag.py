@@ -8,9 +8,7 @@ import pytest
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
 from llama_index_sirerag.propositions import Proposition
-from multihop_rag.cache import LLMCache
 from multihop_rag.corpus import load_documents
-from multihop_rag.structured import parse_json
 
 DEMO = "multihop_rag/data/demo_corpus.jsonl"
 
