@@ -56,12 +56,12 @@ def main() -> None:
 
     started = time.perf_counter()
     k2 = K2RAGIndex.from_documents(
-        docs, llm=llm, embed_model=embed, summarizer="llm", kg=args.kg, config=config, cache=False, kg_options=fresh()
+        docs, llm=llm, embed_model=embed, summarizer="llm", kg=args.kg, config=config, kg_options=fresh()
     )
     k2_seconds = time.perf_counter() - started
     started = time.perf_counter()
     naive = K2RAGIndex.from_documents(
-        docs, llm=llm, embed_model=embed, summarizer="none", kg=args.kg, config=config, cache=False, kg_options=fresh()
+        docs, llm=llm, embed_model=embed, summarizer="none", kg=args.kg, config=config, kg_options=fresh()
     )
     naive_seconds = time.perf_counter() - started
 

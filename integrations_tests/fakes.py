@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 
 class HashEmbedding(BaseEmbedding):
@@ -64,10 +64,11 @@ class HashEmbeddings(Embeddings):
 class ScriptedLLM(CustomLLM):
     """A LlamaIndex LLM whose answers come from a list (in order) or a function of the prompt.
 
+    An answer is a text, or ``(text, finish_reason)`` (``"length"``: cut at the token limit).
     Records every prompt and the keyword arguments it was called with.
     """
 
-    script: Any = None
+    script: Any = Field(default=None, exclude=True)
     _prompts: list[str] = PrivateAttr(default_factory=list)
     _kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
@@ -86,7 +87,7 @@ class ScriptedLLM(CustomLLM):
     def calls_kwargs(self) -> list[dict[str, Any]]:
         return self._kwargs
 
-    def _next(self, prompt: str) -> str:
+    def _next(self, prompt: str) -> str | tuple[str, str]:
         if callable(self.script):
             return self.script(prompt)
         if not self.script:
@@ -97,7 +98,10 @@ class ScriptedLLM(CustomLLM):
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         self._prompts.append(prompt)
         self._kwargs.append(kwargs)
-        return CompletionResponse(text=self._next(prompt))
+        answer = self._next(prompt)
+        text, reason = answer if isinstance(answer, tuple) else (answer, "stop")
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
+        return CompletionResponse(text=text, raw={"finish_reason": reason, "usage": usage})
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -110,34 +114,56 @@ class ScriptedLLM(CustomLLM):
 
 
 class ScriptedChatModel(BaseChatModel):
-    """A LangChain chat model answering with ``respond(prompt)``; records prompts and call kwargs."""
+    """A LangChain chat model answering with ``respond(prompt)`` (a text, or ``(text, finish_reason)``);
+    records prompts, call kwargs and whether each call came through the sync or the async path."""
 
     respond: Any
     prompts: list[str] = []
     calls_kwargs: list[dict[str, Any]] = []
+    modes: list[str] = []
 
-    def __init__(self, respond: Callable[[str], str], **kwargs: Any):
-        super().__init__(respond=respond, prompts=[], calls_kwargs=[], **kwargs)
+    def __init__(self, respond: Callable[[str], str | tuple[str, str]], **kwargs: Any):
+        super().__init__(respond=respond, prompts=[], calls_kwargs=[], modes=[], **kwargs)
 
     @property
     def _llm_type(self) -> str:
         return "scripted-chat"
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+    def _answer(self, messages, stop, kwargs, mode: str) -> ChatResult:
         prompt = "\n".join(m.text for m in messages)
         self.prompts.append(prompt)
         self.calls_kwargs.append({"stop": stop, **kwargs})
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.respond(prompt)))])
+        self.modes.append(mode)
+        answer = self.respond(prompt)
+        text, reason = answer if isinstance(answer, tuple) else (answer, "stop")
+        message = AIMessage(content=text, response_metadata={"finish_reason": reason})
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        return self._answer(messages, stop, kwargs, "sync")
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        return self._answer(messages, stop, kwargs, "async")
 
 
 class KeywordRetriever(BaseRetriever):
-    """A LangChain retriever ranking documents by words shared with the query (ties: corpus order)."""
+    """A LangChain retriever ranking documents by words shared with the query (ties: corpus order);
+    records the queries and whether each came through the sync or the async path."""
 
     docs: list[Document]
     k: int = 5
     queries: list[str] = []
+    modes: list[str] = []
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager=None) -> list[Document]:
+        self.modes.append("async")
+        return self._rank(query)
 
     def _get_relevant_documents(self, query: str, *, run_manager=None) -> list[Document]:
+        self.modes.append("sync")
+        return self._rank(query)
+
+    def _rank(self, query: str) -> list[Document]:
         self.queries.append(query)
         words = {w.strip(".,?!\"'").lower() for w in query.split()}
 

@@ -1,9 +1,14 @@
-"""A local server that speaks Ollama's HTTP API, backed by the embedded models.
+"""Local servers that speak Ollama's HTTP API: one backed by the embedded models, one scripted.
 
 The Ollama binary cannot be installed here, so the Ollama code paths (``ChatOllama``,
 LlamaIndex ``Ollama``, both embedding classes, ``format=`` JSON schemas, ``/api/tags`` checks)
-are tested against this stand-in: ``/api/tags``, ``/api/version``, ``/api/show``, ``/api/chat``
+are tested against these stand-ins: ``/api/tags``, ``/api/version``, ``/api/show``, ``/api/chat``
 and ``/api/generate`` (streamed as NDJSON or not) and ``/api/embed``.
+
+- :class:`OllamaStub` answers with the embedded llama.cpp and sentence-transformers models
+  (integration tier).
+- :class:`ScriptedOllama` answers with a function of the request (unit tier): it can reply with
+  a thinking block, stop at the token limit (``done_reason: "length"``) or report a full context.
 """
 
 from __future__ import annotations
@@ -11,22 +16,35 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from multihop_rag.llamacpp import _response_format, load_llama
+__all__ = ["OllamaStub", "ScriptedOllama", "StubReply"]
 
 
-class OllamaStub:
-    """Serve ``llm_models`` (name -> GGUF path) and ``embed_models`` (name -> sentence-transformers dir)."""
+@dataclass
+class StubReply:
+    """What a stand-in answers to one chat or generate request."""
 
-    def __init__(self, llm_models: dict[str, str], embed_models: dict[str, str], port: int = 0):
-        self.llm_models = llm_models
-        self.embed_models = embed_models
-        self._encoders: dict[str, Any] = {}
+    content: str
+    done_reason: str = "stop"
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+    thinking: str | None = None
+    """Sent in the message's separate ``thinking`` field (Ollama's API for thinking models)."""
+
+
+class _OllamaServer:
+    """The HTTP side; subclasses implement :meth:`reply` and :meth:`embed`."""
+
+    models: list[str]
+
+    def __init__(self, port: int = 0):
         self.requests: list[tuple[str, dict[str, Any]]] = []
-        stub = self
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -42,8 +60,8 @@ class OllamaStub:
 
             def do_GET(self) -> None:
                 if self.path == "/api/tags":
-                    names = [*stub.llm_models, *stub.embed_models]
-                    self._send(200, {"models": [{"name": n, "model": n, "size": 0, "digest": "0"} for n in names]})
+                    tags = [{"name": n, "model": n, "size": 0, "digest": f"digest-of-{n}"} for n in server.models]
+                    self._send(200, {"models": tags})
                 elif self.path == "/api/version":
                     self._send(200, {"version": "0.12.0"})
                 else:
@@ -55,15 +73,15 @@ class OllamaStub:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                stub.requests.append((self.path, body))
+                server.requests.append((self.path, body))
                 model = body.get("model", "")
                 try:
                     if self.path == "/api/embed":
-                        self._send(200, stub.embed(model, body.get("input", "")))
+                        self._send(200, server.embed(model, body.get("input", "")))
                     elif self.path == "/api/show":
                         self._send(200, {"modelfile": "", "details": {"family": "stub"}, "capabilities": ["completion"]})
                     elif self.path in ("/api/chat", "/api/generate"):
-                        stub.generate(self, body)
+                        server._generate(self, body)
                     else:
                         self._send(404, {"error": "not found"})
                 except KeyError:
@@ -73,13 +91,76 @@ class OllamaStub:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> OllamaStub:
+    def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def reply(self, body: dict[str, Any], stream: Callable[[str], None] | None) -> StubReply:
+        raise NotImplementedError
+
+    def embed(self, model: str, text: str | list[str]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _generate(self, handler: Any, body: dict[str, Any]) -> None:
+        model = body["model"]
+        if model.removesuffix(":latest") not in self.models:
+            raise KeyError(model)
+        chat = handler.path == "/api/chat"
+        started = time.time_ns()
+
+        def frame(text: str, done: bool, reply: StubReply | None = None) -> dict[str, Any]:
+            out: dict[str, Any] = {"model": model, "created_at": datetime.now(UTC).isoformat(), "done": done}
+            if chat:
+                out["message"] = {"role": "assistant", "content": text}
+                if reply is not None and reply.thinking:
+                    out["message"]["thinking"] = reply.thinking
+            else:
+                out["response"] = text
+            if done and reply is not None:
+                out |= {
+                    "done_reason": reply.done_reason,
+                    "total_duration": time.time_ns() - started,
+                    "prompt_eval_count": reply.prompt_eval_count,
+                    "eval_count": reply.eval_count,
+                }
+            return out
+
+        if not body.get("stream", True):
+            reply = self.reply(body, None)
+            handler._send(200, frame(reply.content, True, reply))
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.end_headers()
+
+        def emit(delta: str) -> None:
+            handler.wfile.write((json.dumps(frame(delta, False)) + "\n").encode())
+            handler.wfile.flush()
+
+        reply = self.reply(body, emit)
+        handler.wfile.write((json.dumps(frame("", True, reply)) + "\n").encode())
+        handler.wfile.flush()
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, str]]:
+    if "messages" in body:
+        return [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in body["messages"]]
+    return [{"role": "user", "content": body.get("prompt", "")}]
+
+
+class OllamaStub(_OllamaServer):
+    """Serve ``llm_models`` (name -> GGUF path) and ``embed_models`` (name -> sentence-transformers dir)."""
+
+    def __init__(self, llm_models: dict[str, str], embed_models: dict[str, str], port: int = 0):
+        super().__init__(port)
+        self.llm_models = llm_models
+        self.embed_models = embed_models
+        self.models = [*llm_models, *embed_models]
+        self._encoders: dict[str, Any] = {}
 
     def embed(self, model: str, text: str | list[str]) -> dict[str, Any]:
         from sentence_transformers import SentenceTransformer
@@ -90,53 +171,57 @@ class OllamaStub:
         vectors = self._encoders[model].encode(texts, normalize_embeddings=True)
         return {"model": model, "embeddings": [v.tolist() for v in vectors]}
 
-    def generate(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
-        model = body["model"]
-        path = self.llm_models[model]
-        chat = handler.path == "/api/chat"
-        messages = body.get("messages") if chat else [{"role": "user", "content": body.get("prompt", "")}]
+    def reply(self, body: dict[str, Any], stream: Callable[[str], None] | None) -> StubReply:
+        from multihop_rag.llamacpp import _response_format, load_llama
+
         options = body.get("options") or {}
-        llama, lock = load_llama(path, int(options.get("num_ctx") or 4096))
+        llama, lock = load_llama(self.llm_models[body["model"].removesuffix(":latest")], int(options.get("num_ctx") or 4096))
         params = {
             "max_tokens": int(options.get("num_predict") or 256),
             "temperature": float(options.get("temperature") or 0.0),
             "seed": int(options.get("seed") or 0),
             "response_format": _response_format(body.get("format") or None),
         }
-        stream = body.get("stream", True)
-        started = time.time_ns()
-
-        def frame(text: str, done: bool, usage: dict[str, int] | None = None) -> dict[str, Any]:
-            out: dict[str, Any] = {"model": model, "created_at": datetime.now(UTC).isoformat(), "done": done}
-            if chat:
-                out["message"] = {"role": "assistant", "content": text}
-            else:
-                out["response"] = text
-            if done:
-                out |= {
-                    "done_reason": "stop",
-                    "total_duration": time.time_ns() - started,
-                    "prompt_eval_count": (usage or {}).get("prompt_tokens", 0),
-                    "eval_count": (usage or {}).get("completion_tokens", 0),
-                }
-            return out
-
-        plain = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
-        if not stream:
-            with lock:
-                raw = llama.create_chat_completion(messages=plain, **params)
-            handler._send(200, frame(raw["choices"][0]["message"]["content"] or "", True, raw.get("usage")))
-            return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/x-ndjson")
-        handler.end_headers()
-        tokens = 0
+        if options.get("stop"):
+            params["stop"] = options["stop"]
         with lock:
-            for chunk in llama.create_chat_completion(messages=plain, stream=True, **params):
-                if delta := chunk["choices"][0]["delta"].get("content"):
+            if stream is None:
+                raw = llama.create_chat_completion(messages=_messages(body), **params)
+                usage = raw.get("usage") or {}
+                return StubReply(
+                    raw["choices"][0]["message"]["content"] or "",
+                    raw["choices"][0].get("finish_reason") or "stop",
+                    usage.get("prompt_tokens", 0),
+                    usage.get("completion_tokens", 0),
+                )
+            tokens, reason = 0, "stop"
+            for chunk in llama.create_chat_completion(messages=_messages(body), stream=True, **params):
+                choice = chunk["choices"][0]
+                if delta := choice["delta"].get("content"):
                     tokens += 1
-                    handler.wfile.write((json.dumps(frame(delta, False)) + "\n").encode())
-                    handler.wfile.flush()
-        final = frame("", True, {"prompt_tokens": 0, "completion_tokens": tokens})
-        handler.wfile.write((json.dumps(final) + "\n").encode())
-        handler.wfile.flush()
+                    stream(delta)
+                reason = choice.get("finish_reason") or reason
+            return StubReply("", reason, 0, tokens)
+
+
+class ScriptedOllama(_OllamaServer):
+    """Answers every chat or generate request with ``respond(request_body)`` (a text or a
+    :class:`StubReply`); embeddings are bags of hashed words."""
+
+    def __init__(self, respond: Callable[[dict[str, Any]], str | StubReply], models: list[str], port: int = 0):
+        super().__init__(port)
+        self.respond = respond
+        self.models = list(models)
+
+    def reply(self, body: dict[str, Any], stream: Callable[[str], None] | None) -> StubReply:
+        answer = self.respond(body)
+        reply = answer if isinstance(answer, StubReply) else StubReply(answer, eval_count=len(answer.split()))
+        if stream is not None and reply.content:
+            stream(reply.content)
+        return reply
+
+    def embed(self, model: str, text: str | list[str]) -> dict[str, Any]:
+        from integrations_tests.fakes import HashEmbedding
+
+        texts = [text] if isinstance(text, str) else text
+        return {"model": model, "embeddings": [HashEmbedding()._vector(t) for t in texts]}

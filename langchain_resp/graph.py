@@ -2,11 +2,12 @@
 
 Algorithm 1 of the paper, node by node::
 
-    retrieve -> summarize -> (bound reached?) -> generate
-                              judge -> Yes -> generate
-                                    -> No  -> plan -> (repeated sub-question?) -> generate
-                                                   -> retrieve
+    start -> retrieve -> summarize -> (bound reached?) -> generate
+                                      judge -> Yes -> generate
+                                            -> No  -> plan -> (repeated twice?) -> generate
+                                                           -> retrieve
 
+- ``start``: resets every per-question field, so a reused thread answers a new question afresh.
 - ``retrieve``: top-k documents (default 5, §5.2) for the current sub-question; in round one the
   sub-question is the overarching question itself.
 - ``summarize``: the dual-function summarizer (§4.1): a query-focused summary for the overarching
@@ -14,72 +15,47 @@ Algorithm 1 of the paper, node by node::
   sub-question (or "No") goes, with the sub-question, to the local pathway memory.
 - ``judge``: can the combined memory answer the question? A constrained Yes/No; an unreadable
   answer counts as No and is counted in ``judge_failures``.
-- ``plan``: the next sub-question, told not to repeat retrieved ones; a repeat ends the loop.
+- ``plan``: the next sub-question (Algorithm 1 line 10: "distinct from previously retrieved
+  sub-questions"). A plan that repeats or paraphrases the question or an earlier sub-question
+  (:func:`~multihop_rag.graphs.repeated`, ``repeat_threshold``) is asked again once, in the same
+  conversation, naming the repetition and asking for the missing piece; only a second repeat ends
+  the loop (``stop_reason = "repeated_sub_question"``). The paper has no repeat rule: its loop runs
+  until the judge says Yes or the bound; small models that plan the question again would then
+  retrieve the same documents every round.
 - ``generate``: the final answer from the combined memory.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
-is reached the graph goes straight to ``generate`` without judging or planning again.
+is reached the graph goes straight to ``generate`` without judging or planning again. Every
+generation is capped at ``max_output_tokens`` (200, §5.2); a reply cut there loses its unfinished
+last sentence (counted in ``truncated``). Nodes run the models' async methods under ``ainvoke``.
 """
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Overwrite
 
 from langchain_resp import prompts
-from multihop_rag.metrics import normalize_answer
-from multihop_rag.structured import StructuredStats, generate_label
+from langchain_resp.config import ReSPConfig
+from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
+from multihop_rag.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.graphs import dialogue_node, repeated, run_settings
+from multihop_rag.structured import StructuredStats, label_dialogue
+from multihop_rag.text import complete_sentences
 
-__all__ = ["ReSPState", "LocalMemory", "build_resp_graph", "combined_memory", "ROLES"]
+__all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
 
 ROLES = ("reasoner", "summarizer", "generator")
-"""The three LLM roles of §6.2; ``build_resp_graph`` takes one model or a dict by role."""
-
-
-class LocalMemory(TypedDict):
-    """One entry of the local pathway memory."""
-
-    sub_question: str
-    answer: str
-    """The summarizer's answer to the sub-question from that round's documents, or "No"."""
-
-
-class ReSPState(TypedDict, total=False):
-    """State of a ReSP run. Lists marked "append" accumulate across rounds."""
-
-    question: str
-    """The overarching question (input)."""
-    sub_question: str
-    """The sub-question of the current round (round one: the question itself)."""
-    sub_questions: Annotated[list[str], operator.add]
-    """Sub-questions planned so far, in order (append)."""
-    documents: list[dict[str, str]]
-    """This round's retrieved documents: ``{"id", "title", "text"}``."""
-    retrieved: Annotated[list[list[str]], operator.add]
-    """Ids of the documents retrieved in each round (append)."""
-    retrieved_words: Annotated[int, operator.add]
-    """Words in all retrieved documents (for the compression ratio of §5.4)."""
-    global_memory: Annotated[list[str], operator.add]
-    """Global evidence memory: one query-focused summary per round (append)."""
-    local_memory: Annotated[list[LocalMemory], operator.add]
-    """Local pathway memory: sub-question and its answer, from round two on (append)."""
-    iterations: int
-    """Rounds of retrieval done (the loop counter)."""
-    judgement: str
-    """The reasoner's last Yes/No."""
-    judge_failures: Annotated[int, operator.add]
-    """Judge answers that were neither Yes nor No (treated as No)."""
-    stop_reason: str
-    """Why the loop ended: ``sufficient``, ``max_iterations`` or ``repeated_sub_question``."""
-    answer: str
-    """The final answer (output)."""
+"""The three LLM roles of §6.2; the builders take one model or a dict by role."""
 
 
 def combined_memory(global_memory: Sequence[str], local_memory: Sequence[LocalMemory]) -> str:
@@ -128,10 +104,18 @@ def _global_summary(text: str) -> str:
 _THOUGHT_PREFIX = re.compile(r"^\W*(\[?you(r)? thought\]?|thought|sub-?question|question)\s*:\s*", re.IGNORECASE)
 
 
-def _sub_question(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    first = _THOUGHT_PREFIX.sub("", lines[0]) if lines else ""
-    return first.strip().strip('"').strip()
+def sub_question_of(reply: Reply) -> str:
+    """The planned sub-question: the reply's first line without a "Thought:"-like prefix. A reply
+    cut at the token cap on its first line holds no whole question: ""."""
+    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
+    if not lines or (reply.truncated and len(lines) == 1):
+        return ""
+    return _THOUGHT_PREFIX.sub("", lines[0]).strip().strip('"').strip()
+
+
+def _text(reply: Reply) -> tuple[str, int]:
+    """A reply's text, without the unfinished sentence of a cut one; and 1 if it was cut."""
+    return (complete_sentences(reply.text), 1) if reply.truncated else (reply.text, 0)
 
 
 def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseChatModel]:
@@ -143,34 +127,31 @@ def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseCh
     return {role: llm[role] for role in ROLES}
 
 
-def build_resp_graph(
-    llm: BaseChatModel | Mapping[str, BaseChatModel],
-    retriever: BaseRetriever,
-    *,
-    top_k: int = 5,
-    max_iterations: int = 3,
-    checkpointer: Any = None,
-    interrupt_before: Sequence[str] | None = None,
-):
-    """Compile the ReSP graph.
-
-    Args:
-        llm: one chat model for every role, or ``{"reasoner", "summarizer", "generator"}`` (§6.2).
-        retriever: any LangChain retriever; its first ``top_k`` documents are used per round.
-        top_k: documents per round (paper: 5).
-        max_iterations: most rounds of retrieval (paper: 3); then the answer is generated.
-        checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
-        interrupt_before: node names to pause before (needs a checkpointer).
-
-    Input ``{"question": str}``; the final state holds ``answer`` and the trace (:class:`ReSPState`).
-    """
-    if max_iterations < 1:
-        raise ValueError("max_iterations must be at least 1")
+def resp_state_graph(
+    llm: BaseChatModel | Mapping[str, BaseChatModel], retriever: BaseRetriever, config: ReSPConfig | None = None
+) -> StateGraph:
+    """The uncompiled ReSP graph, to add or rewire nodes before compiling (e.g. a reranker between
+    ``retrieve`` and ``summarize``: ``graph.add_node(...)``, then replace that edge)."""
     models = _roles(llm)
+    default = config or ReSPConfig()
 
-    def retrieve(state: ReSPState) -> dict[str, Any]:
+    def start(state: ReSPState) -> dict[str, Any]:
+        return {
+            "sub_question": "",
+            "documents": [],
+            "judgement": "",
+            "answer": "",
+            "stop_reason": "",
+            "iterations": 0,
+            **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory")},
+            **{key: Overwrite(0) for key in ("replans", "judge_failures", "truncated", "retrieved_words")},
+        }
+
+    def retrieve(state: ReSPState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
         query = state.get("sub_question") or state["question"]
-        docs = [_doc_record(d) for d in retriever.invoke(query)[:top_k]]
+        found = yield Effect(lambda: retriever.invoke(query), lambda: retriever.ainvoke(query))
+        docs = [_doc_record(d) for d in found[: settings.top_k]]
         return {
             "sub_question": query,
             "documents": docs,
@@ -179,67 +160,101 @@ def build_resp_graph(
             "iterations": state.get("iterations", 0) + 1,
         }
 
-    def summarize(state: ReSPState) -> dict[str, Any]:
+    def summarize(state: ReSPState) -> Dialogue[dict[str, Any]]:
+        cap = run_settings(default).max_output_tokens
         docs = _format_docs(state["documents"])
-        summary = models["summarizer"].invoke(
-            prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"]), stop=["[DONE]"]
-        )
-        update: dict[str, Any] = {"global_memory": [_global_summary(summary.text)]}
+        prompt = prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"])
+        summary, cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
+        update: dict[str, Any] = {"global_memory": [_global_summary(summary)], "truncated": cut}
         if state["sub_question"] != state["question"]:
-            local = models["summarizer"].invoke(
-                prompts.LOCAL_PATHWAY.format(sub_question=state["sub_question"], docs=docs)
-            )
-            update["local_memory"] = [{"sub_question": state["sub_question"], "answer": _local_answer(local.text)}]
+            prompt = prompts.LOCAL_PATHWAY.format(sub_question=state["sub_question"], docs=docs)
+            local, local_cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap)))
+            update["local_memory"] = [{"sub_question": state["sub_question"], "answer": _local_answer(local)}]
+            update["truncated"] += local_cut
         return update
 
     def after_summarize(state: ReSPState) -> Literal["judge", "generate"]:
-        return "generate" if state["iterations"] >= max_iterations else "judge"
+        return "generate" if state["iterations"] >= run_settings(default).max_iterations else "judge"
 
-    def judge(state: ReSPState) -> dict[str, Any]:
+    def judge(state: ReSPState) -> Dialogue[dict[str, Any]]:
         stats = StructuredStats()
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        label = generate_label(
-            models["reasoner"], prompts.JUDGE.format(question=state["question"], memory=memory), default="No", stats=stats
-        )
+        prompt = prompts.JUDGE.format(question=state["question"], memory=memory)
+        label = yield from label_dialogue(models["reasoner"], prompt, default="No", stats=stats)
         return {"judgement": label, "judge_failures": stats.failed}
 
     def after_judge(state: ReSPState) -> Literal["plan", "generate"]:
         return "generate" if state["judgement"] == "Yes" else "plan"
 
-    def plan(state: ReSPState) -> dict[str, Any]:
+    def plan(state: ReSPState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        thought = _sub_question(
-            models["reasoner"].invoke(prompts.PLAN.format(memory=memory, question=state["question"])).text
-        )
-        seen = {normalize_answer(q) for q in [state["question"], *state.get("sub_questions", [])]}
-        if not thought or normalize_answer(thought) in seen:
-            return {"stop_reason": "repeated_sub_question", "sub_question": thought}
-        return {"sub_question": thought, "sub_questions": [thought]}
+        ask = prompts.PLAN.format(memory=memory, question=state["question"])
+        reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens)
+        thought = sub_question_of(reply)
+        earlier = [state["question"], *state.get("sub_questions", [])]
+        repeat = repeated(thought, earlier, settings.repeat_threshold) if thought else state["question"]
+        if repeat is None:
+            return {"sub_question": thought, "sub_questions": [thought]}
+        if settings.replan_on_repeat:
+            conversation = [
+                HumanMessage(ask),
+                AIMessage(reply.text),
+                HumanMessage(prompts.REPLAN.format(thought=thought or "(none)", earlier=repeat)),
+            ]
+            reply = yield Call(models["reasoner"], conversation, max_tokens=settings.max_output_tokens)
+            thought = sub_question_of(reply)
+            if thought and repeated(thought, earlier, settings.repeat_threshold) is None:
+                return {"sub_question": thought, "sub_questions": [thought], "replans": 1}
+        return {"stop_reason": "repeated_sub_question", "sub_question": thought, "replans": int(settings.replan_on_repeat)}
 
     def after_plan(state: ReSPState) -> Literal["retrieve", "generate"]:
         return "generate" if state.get("stop_reason") == "repeated_sub_question" else "retrieve"
 
-    def generate(state: ReSPState) -> dict[str, Any]:
+    def generate(state: ReSPState) -> Dialogue[dict[str, Any]]:
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        answer = models["generator"].invoke(prompts.GENERATE.format(memory=memory, question=state["question"]))
-        reason = state.get("stop_reason") or (
-            "sufficient" if state.get("judgement") == "Yes" else "max_iterations"
-        )
-        return {"answer": answer.text.strip(), "stop_reason": reason}
+        prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
+        reply = yield Call(models["generator"], prompt, max_tokens=run_settings(default).max_output_tokens)
+        reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
+        return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated)}
 
-    graph = StateGraph(ReSPState)
-    for name, node in (
-        ("retrieve", retrieve),
-        ("summarize", summarize),
-        ("judge", judge),
-        ("plan", plan),
-        ("generate", generate),
-    ):
-        graph.add_node(name, node)
-    graph.add_edge(START, "retrieve")
+    graph = StateGraph(ReSPState, input_schema=ReSPInput, output_schema=ReSPOutput, context_schema=ReSPConfig)
+    graph.add_node("start", start)
+    for step in (retrieve, summarize, judge, plan, generate):
+        graph.add_node(step.__name__, dialogue_node(step))
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "retrieve")
     graph.add_edge("retrieve", "summarize")
     graph.add_conditional_edges("summarize", after_summarize)
     graph.add_conditional_edges("judge", after_judge)
     graph.add_conditional_edges("plan", after_plan)
     graph.add_edge("generate", END)
-    return graph.compile(checkpointer=checkpointer, interrupt_before=list(interrupt_before or []))
+    return graph
+
+
+def build_resp_graph(
+    llm: BaseChatModel | Mapping[str, BaseChatModel],
+    retriever: BaseRetriever,
+    *,
+    config: ReSPConfig | None = None,
+    checkpointer: Checkpointer | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    name: str = "resp",
+) -> CompiledStateGraph[ReSPState, ReSPConfig, ReSPInput, ReSPOutput]:
+    """Compile the ReSP graph.
+
+    Args:
+        llm: one chat model for every role, or ``{"reasoner", "summarizer", "generator"}`` (§6.2).
+        retriever: any LangChain retriever; its first ``top_k`` documents are used per round.
+        config: the knobs (:class:`~langchain_resp.ReSPConfig`, the paper's values by default); a run
+            can change them through its context: ``graph.invoke(input, context={"top_k": 3})``.
+        checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
+        interrupt_before / interrupt_after: node names to pause at (need a checkpointer).
+        name: the graph's name (as a subgraph of a larger one).
+
+    Input ``{"question": str}``; output :class:`~langchain_resp.state.ReSPOutput` (answer and trace).
+    """
+    return resp_state_graph(llm, retriever, config).compile(
+        checkpointer=checkpointer, interrupt_before=interrupt_before, interrupt_after=interrupt_after, name=name
+    )

@@ -52,3 +52,13 @@ GENERATE = (
     "Question: {question}"
 )
 """Generator, Response Generation (Table 1)."""
+
+REPLAN = (
+    'Your thought "{thought}" asks again for what "{earlier}" already asked, and those documents have been '
+    "retrieved. Look at the known information: what single piece of information is still missing to answer "
+    "the target question? Generate one thought in the form of question about that missing piece, naming its "
+    "entity, different from the questions already asked.\n[You Thought]:"
+)
+"""Ours, not the paper's: the one re-plan after a plan that repeats the question or an earlier
+sub-question (small models plan the question itself again; the paper's loop would retrieve the same
+documents every round). Sent as the next turn of the Plan conversation."""

@@ -7,9 +7,12 @@ here a document's profile is its lead passage, or a short LLM-written profile on
 
 - Passages sharing a title are merged, in order, into one document.
 - Chunks: uniform windows of ``chunk_size`` tokens per passage (§4.3 "split it into uniform
-  chunks"; the authors' code uses ~100-word pieces), stored in any LangChain ``VectorStore``
-  that filters on a ``{"title": …}`` dict — an in-memory Chroma collection by default.
+  chunks"; the authors' code uses ~100-word pieces), stored in any LangChain ``VectorStore`` whose
+  ``similarity_search`` takes a metadata filter (Chroma by default — in memory, or in the persist
+  folder — ``InMemoryVectorStore``, FAISS, …).
 - Titles: a ``bm25s`` index (stop words removed), saved with bm25s' own non-pickle format.
+- The store holds exactly the corpus's chunks: a build into a store that holds other entries is
+  refused (or replaces them with ``overwrite=True``), and a reload checks the ids.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from langchain_core.vectorstores import VectorStore
 from tqdm.auto import tqdm
 
 from multihop_rag.corpus import CorpusError, Passage
-from multihop_rag.stores import StoreError, langchain_chroma
+from multihop_rag.stores import (
+    StoreError,
+    copy_langchain_chroma,
+    langchain_chroma,
+    lc_delete_ids,
+    lc_metadata_filter,
+    lc_stored_ids,
+)
 from multihop_rag.text import chunk_tokens
 
 __all__ = ["HierarchicalCorpus", "TitledDocument", "base_title"]
@@ -112,6 +122,8 @@ class HierarchicalCorpus:
         embed_model: Embeddings,
         *,
         vector_store: VectorStore | None = None,
+        persist_dir: str | Path | None = None,
+        overwrite: bool = False,
         chunk_size: int = 100,
         profile_llm: BaseChatModel | None = None,
         show_progress: bool = True,
@@ -119,8 +131,9 @@ class HierarchicalCorpus:
         """Build the corpus from LangChain ``Document`` s (title in ``metadata["title"]``, else the
         source file name) or :class:`~multihop_rag.corpus.Passage` s.
 
-        ``profile_llm``: write each document's profile with this model instead of using its lead
-        passage. ``vector_store``: where the chunks go (default: an in-memory Chroma collection).
+        ``vector_store``: where the chunks go (default: a Chroma collection in ``persist_dir``, or in
+        memory); it must be empty, or ``overwrite=True`` replaces what it holds. ``profile_llm``: write
+        each document's profile with this model instead of using its lead passage.
         """
         merged: dict[str, list[str]] = {}
         for doc in documents:
@@ -129,7 +142,19 @@ class HierarchicalCorpus:
                 merged.setdefault(_title_of(doc), []).append(text)
         if not merged:
             raise CorpusError("no documents with text to build a HiRAG corpus from")
-        store = vector_store or langchain_chroma(None, f"{COLLECTION}-{uuid.uuid4().hex[:8]}", embed_model)
+        if vector_store is not None:
+            store = vector_store
+        elif persist_dir is not None:
+            store = langchain_chroma(Path(persist_dir) / "chroma", COLLECTION, embed_model)
+        else:
+            store = langchain_chroma(None, f"{COLLECTION}-{uuid.uuid4().hex[:8]}", embed_model)
+        present = lc_stored_ids(store)
+        if present and not overwrite:
+            raise StoreError(
+                f"the vector store for the HiRAG corpus already holds {len(present)} chunks from another build: "
+                "pass overwrite=True (command line: --overwrite) to replace them, or use an empty store"
+            )
+        lc_delete_ids(store, present)
         docs: list[TitledDocument] = []
         chunk_texts: list[str] = []
         chunk_meta: list[dict[str, Any]] = []
@@ -152,9 +177,10 @@ class HierarchicalCorpus:
         titles_index = bm25s.BM25()
         titles_index.index(bm25s.tokenize([d.title for d in docs], stopwords="en", show_progress=False), show_progress=False)
         log.info("HiRAG corpus: %d documents, %d chunks", len(docs), len(ids))
-        return cls(
-            docs, store, titles_index, chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead"
-        )
+        corpus = cls(docs, store, titles_index, chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead")
+        if persist_dir is not None:
+            corpus.persist(persist_dir)
+        return corpus
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -162,6 +188,11 @@ class HierarchicalCorpus:
     def __repr__(self) -> str:
         chunks = sum(len(d.chunk_ids) for d in self.documents)
         return f"HierarchicalCorpus({len(self.documents)} documents, {chunks} chunks, profiles={self.profiles})"
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        """Ids of every chunk, document by document."""
+        return [cid for d in self.documents for cid in d.chunk_ids]
 
     def document(self, title: str) -> TitledDocument:
         """The document with this exact title (``KeyError`` if none)."""
@@ -179,48 +210,52 @@ class HierarchicalCorpus:
     def rank_chunks(self, title: str, query: str) -> list[Document]:
         """The chunks of document ``title``, most similar to ``query`` first (eq. 5)."""
         n = len(self.document(title).chunk_ids)
-        return self.vector_store.similarity_search(query, k=n, filter={"title": title})
+        return self.vector_store.similarity_search(query, k=n, filter=lc_metadata_filter(self.vector_store, "title", title))
+
+    async def arank_chunks(self, title: str, query: str) -> list[Document]:
+        """Async :meth:`rank_chunks`."""
+        n = len(self.document(title).chunk_ids)
+        return await self.vector_store.asimilarity_search(
+            query, k=n, filter=lc_metadata_filter(self.vector_store, "title", title)
+        )
 
     def search(self, query: str, k: int = 1) -> list[Document]:
         """Dense search over every chunk of the corpus (the local stand-in for the paper's web search)."""
         return self.vector_store.similarity_search(query, k=k)
 
+    async def asearch(self, query: str, k: int = 1) -> list[Document]:
+        """Async :meth:`search`."""
+        return await self.vector_store.asimilarity_search(query, k=k)
+
     def persist(self, persist_dir: str | Path) -> None:
-        """Write documents, profiles and the title index (JSON, bm25s files) and, for a Chroma
-        store, the chunks with their embeddings, to ``persist_dir``."""
+        """Write documents, profiles and the title index (JSON, bm25s files) to ``persist_dir``; chunks in
+        a Chroma store elsewhere (in memory) are copied, with their embeddings, to ``persist_dir/chroma``.
+        Another kind of store keeps its chunks itself: pass it again to :meth:`from_persist_dir`."""
+        from langchain_chroma import Chroma
+
         folder = Path(persist_dir)
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "documents.jsonl").open("w") as fh:
             for doc in self.documents:
                 fh.write(json.dumps(asdict(doc)) + "\n")
         self.titles_index.save(str(folder / "titles_bm25"), show_progress=False)
-        (folder / "hirag.json").write_text(
-            json.dumps({"format": FORMAT_VERSION, "chunk_size": self.chunk_size, "profiles": self.profiles}, indent=1)
-        )
-        collection = getattr(self.vector_store, "_collection", None)
-        if collection is None:
-            log.info("HiRAG corpus: the vector store is not Chroma; pass it again to load()")
+        kind = "chroma" if isinstance(self.vector_store, Chroma) else type(self.vector_store).__name__
+        meta = {"format": FORMAT_VERSION, "chunk_size": self.chunk_size, "profiles": self.profiles, "vector_store": kind}
+        (folder / "hirag.json").write_text(json.dumps(meta, indent=1))
+        if kind != "chroma":
+            log.info("HiRAG corpus: the %s keeps the chunks; pass it again to from_persist_dir()", kind)
             return
-        target = langchain_chroma(folder / "chroma", COLLECTION, self.vector_store.embeddings)._collection
-        if target.id == collection.id:
-            return
-        have = set(target.get(include=[])["ids"])
-        got = collection.get(include=["embeddings", "documents", "metadatas"])
-        new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
-        for start in range(0, len(new), 1024):
-            part = new[start : start + 1024]
-            target.add(
-                ids=[got["ids"][i] for i in part],
-                embeddings=[got["embeddings"][i] for i in part],
-                documents=[got["documents"][i] for i in part],
-                metadatas=[got["metadatas"][i] for i in part],
-            )
+        target = langchain_chroma(folder / "chroma", COLLECTION, self.vector_store.embeddings)
+        stale = lc_stored_ids(target) - set(self.chunk_ids)
+        lc_delete_ids(target, stale)
+        copy_langchain_chroma(self.vector_store, target)
 
     @classmethod
-    def load(
+    def from_persist_dir(
         cls, persist_dir: str | Path, embed_model: Embeddings, *, vector_store: VectorStore | None = None
     ) -> HierarchicalCorpus:
-        """Reload a corpus written by :meth:`persist` (``vector_store``: where the chunks live, if not there)."""
+        """Reload a corpus written by :meth:`persist` (``vector_store``: where the chunks live, if not there).
+        The store must hold exactly the corpus's chunks."""
         folder = Path(persist_dir)
         meta_file = folder / "hirag.json"
         if not meta_file.is_file():
@@ -231,13 +266,14 @@ class HierarchicalCorpus:
         with (folder / "documents.jsonl").open() as fh:
             documents = [TitledDocument(**json.loads(line)) for line in fh if line.strip()]
         titles_index = bm25s.BM25.load(str(folder / "titles_bm25"), show_progress=False)
+        if vector_store is None and meta.get("vector_store", "chroma") != "chroma":
+            raise StoreError(f"{folder}: its chunks live in a {meta['vector_store']}; pass that store as vector_store=")
         store = vector_store or langchain_chroma(folder / "chroma", COLLECTION, embed_model)
-        expected = sum(len(d.chunk_ids) for d in documents)
-        collection = getattr(store, "_collection", None)
-        if collection is not None and collection.count() != expected:
+        corpus = cls(documents, store, titles_index, chunk_size=meta["chunk_size"], profiles=meta["profiles"])
+        present, expected = lc_stored_ids(store), set(corpus.chunk_ids)
+        if present != expected:
             raise StoreError(
-                f"{folder}: the vector store holds {collection.count()} chunks, the corpus {expected}; rebuild it"
+                f"{folder}: the vector store holds {len(present - expected)} chunks the corpus lacks and lacks "
+                f"{len(expected - present)} of its {len(expected)}; rebuild it"
             )
-        return cls(
-            documents, store, titles_index, chunk_size=meta["chunk_size"], profiles=meta["profiles"]
-        )
+        return corpus

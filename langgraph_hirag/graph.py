@@ -2,27 +2,32 @@
 
 Algorithm 1 (Appendix A.2), node by node::
 
-    decompose -> "That's enough" / repeat / max_subquestions -> summarize -> END
-              -> extract_entity -> retrieve_document -> more than th1 titles tie -> rewrite -> record
-                                                     -> retrieve_chunk -> verify -> yes -> record
-                                                                                 -> no, (t/m)² draw -> internal_knowledge
-                                                                                 -> no -> rethink
-                 internal_knowledge -> yes -> record, no -> rethink
-                 rethink -> chunk level -> retrieve_chunk       (the next-best chunk of the same document)
-                         -> document level -> retrieve_document (every th2-th failure: the next-best title)
-                         -> th3 attempts -> record (gave up, empty sub-answer)
-              record -> decompose
+    start -> decompose -> "That's enough" / repeat / max_subquestions -> summarize -> END
+                       -> extract_entity -> retrieve_document -> more than th1 titles tie -> rewrite -> record
+                                                              -> retrieve_chunk -> verify -> yes -> record
+                                                                                          -> no, (t/m)² draw -> internal_knowledge
+                                                                                          -> no -> rethink
+                          internal_knowledge -> yes -> record, no -> rethink
+                          rethink -> chunk level -> retrieve_document (the next-best chunk of the same document)
+                                  -> document level -> retrieve_document (every th2-th failure: the next-best title)
+                                  -> th3 attempts -> record (gave up, empty sub-answer)
+                       record -> decompose
 
+- ``start``: resets every per-question field, so a reused thread answers a new question afresh.
 - ``decompose`` (§4.2, eq. 1): a dialogue; the Decomposer asks one simple question per turn and
   each sub-answer is the user's reply (an empty one says the question could not be answered, so
-  the Decomposer rephrases, workflow 2.1). At most ``max_subquestions`` (paper: 5, Appendix A.1).
+  the Decomposer rephrases, workflow 2.1). Its initialization asks for a first simple question, as
+  the paper's does: "That's enough." before any sub-question is a model failure (small models
+  say it at once), asked again once; a second refusal makes the question itself the first
+  sub-question (``first_question = "question"``), so every question is retrieved for at least
+  once. At most ``max_subquestions`` (paper: 5, Appendix A.1).
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
-- ``retrieve_document`` (eq. 3): BM25 of the entity over titles. Semantic incompleteness (eq. 4)
-  is "high similarity between the extracted entity name and multiple candidate titles": titles
-  equal to the entity up to a disambiguation ("X (film)", "X (novel)") or tying the best BM25
-  score count as matches, and more than ``th1`` of them (the authors' code: more than one) send
-  the sub-question to ``rewrite``, as does no matching title at all.
+- ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
+  every attempt t the semantic-incompleteness test of eq. (4): titles equal to the entity up to a
+  disambiguation ("X (film)", "X (novel)") or tying the score of the document in use count as
+  matches, and more than ``th1`` of them (the authors' code: more than one) send the sub-question to
+  ``rewrite``, as does no matching title at all.
 - ``retrieve_chunk`` (eq. 5): the chunk of the chosen document ranked ``chunk_rank`` by dense
   similarity, given with the document's profile (eq. 3, p*).
 - ``verify`` (§4.4, eq. 6): the LLM answers from chunk + profile, then judges yes/no whether that
@@ -37,9 +42,17 @@ Algorithm 1 (Appendix A.2), node by node::
   sub-question, t), so runs are reproducible and resuming from a checkpoint draws the same.
 - ``rewrite`` (eq. 4, Algorithm 1 lines 4-15): rewrite the sub-question with the latest sub-answer
   naming the entity, else with the original question, then answer the sub-question from a dense
-  search over the whole corpus (the local stand-in for the paper's Google search).
+  search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
+  found are the sub-answer's evidence (``rewrite_hits``).
 - ``summarize`` (eq. 2): the final answer from the question and all sub-answers, then a short
   keyword answer extracted from it (as the authors' pipeline does for EM).
+
+An answer equal to a few-shot example's answer (``prompts.EXAMPLE_ANSWERS``: made-up entities in
+no corpus, so never right) is recorded in ``copied_examples`` and asked again once with a note; a
+second copy is dropped. Models can differ by role (the paper decomposes with LLaMA-3-70B and runs
+the rest on GPT-3.5, §5.3): ``decomposer`` (decompose), ``verifier`` (the Filter's yes/no) and
+``answerer`` (entities, sub-answers, rewrites, the summary). Nodes run the models' async methods
+under ``ainvoke``.
 
 Left out: the authors' self-consistency vote over several final answers (3-7 more LLM calls per
 question); the Summarizer here answers once.
@@ -48,25 +61,29 @@ question); the Summarizer here answers once.
 from __future__ import annotations
 
 import hashlib
-import operator
 import re
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Overwrite
 
 from langgraph_hirag import prompts
+from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus, base_title
+from langgraph_hirag.state import Attempt, HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
+from multihop_rag.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.graphs import dialogue_node, run_settings
 from multihop_rag.metrics import normalize_answer
-from multihop_rag.structured import generate_label
+from multihop_rag.structured import label_dialogue
 
 __all__ = [
-    "HiRAGState",
-    "Attempt",
-    "SubQuestionTrace",
+    "ROLES",
+    "hirag_state_graph",
     "build_hirag_graph",
     "build_hirag_retrieval_graph",
     "fallback_probability",
@@ -74,87 +91,8 @@ __all__ = [
     "tied_titles",
 ]
 
-
-class Attempt(TypedDict):
-    """One retrieval attempt t for a sub-question."""
-
-    attempt: int
-    """t, from 1."""
-    level: Literal["first", "chunk", "document"]
-    """How the attempt was reached: the first try, a chunk-level or a document-level rethink."""
-    title: str
-    """Document tried."""
-    chunk_id: str
-    """Chunk tried (its rank within the document is ``chunk_rank``)."""
-    chunk_rank: int
-    doc_rank: int
-    response: str
-    """The sub-answer drawn from this chunk and profile."""
-    verified: bool
-    """The Filter's verdict on ``response``."""
-    internal: str | None
-    """The internal-knowledge answer tried after this attempt failed, if the (t/m)² draw fired."""
-
-
-class SubQuestionTrace(TypedDict):
-    """How one sub-question was answered."""
-
-    sub_question: str
-    entity: str
-    candidates: list[str]
-    """Titles ranked by BM25 for the entity."""
-    tied: list[str]
-    """Titles matching the entity equally well (more than th1 trigger a rewrite)."""
-    attempts: list[Attempt]
-    rewritten: str | None
-    """The rewritten sub-question (semantic incompleteness), else None."""
-    answer: str
-    source: Literal["retrieval", "internal", "rewrite", "gave_up"]
-
-
-class HiRAGState(TypedDict, total=False):
-    """State of a HiRAG run. Lists marked "append" accumulate over sub-questions."""
-
-    question: str
-    """The multi-hop question x (input)."""
-    sub_questions: Annotated[list[str], operator.add]
-    """Sub-questions answered so far, in order (append)."""
-    sub_answers: Annotated[list[str], operator.add]
-    """Their answers; "" where retrieval gave up (append)."""
-    trace: Annotated[list[SubQuestionTrace], operator.add]
-    """Per sub-question: documents and chunks tried, rethink levels, outcome (append)."""
-    current: str
-    """The sub-question being answered."""
-    entity: str
-    """Its entity name e (eq. 3)."""
-    candidates: list[str]
-    """Titles ranked by BM25 for ``entity``."""
-    tied: list[str]
-    doc_rank: int
-    """Rank of the document in use among ``candidates`` (document-level rethink moves it)."""
-    chunk_rank: int
-    """Rank of the chunk in use within the document (chunk-level rethink moves it)."""
-    level: Literal["first", "chunk", "document"]
-    """How the next attempt was reached."""
-    attempts: list[Attempt]
-    """Attempts for the current sub-question; ``len(attempts)`` is the loop counter t."""
-    knowledge: str
-    """Profile and chunk given to the Filter in the latest attempt."""
-    response: str
-    """The current candidate sub-answer."""
-    outcome: Literal["", "verified", "internal", "rewrite", "gave_up"]
-    """How the current sub-question ended ("" while it is being worked on)."""
-    fallback: bool
-    """Whether the (t/m)² draw chose internal knowledge after the latest failed attempt."""
-    rewritten: str | None
-    stop_reason: str
-    """Why decomposition ended: ``enough``, ``repeated_sub_question``, ``max_subquestions``, ``no_sub_question``."""
-    llm_calls: Annotated[int, operator.add]
-    """LLM calls made (append-sum)."""
-    reasoning: str
-    """The Summarizer's reasoning."""
-    answer: str
-    """The final answer o (output)."""
+ROLES = ("decomposer", "verifier", "answerer")
+"""The model roles; the builders take one chat model or a dict by role."""
 
 
 def fallback_probability(t: int, m: int) -> float:
@@ -168,13 +106,13 @@ def fallback_draw(seed: int, question: str, sub_question: str, t: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def tied_titles(entity: str, ranked: Sequence[tuple[str, float]]) -> list[str]:
-    """Titles equal to ``entity`` up to a disambiguation, or tying the best BM25 score."""
+def tied_titles(entity: str, ranked: Sequence[tuple[str, float]], reference: float | None = None) -> list[str]:
+    """Titles equal to ``entity`` up to a disambiguation, or tying ``reference`` (default: the best BM25 score)."""
     if not ranked:
         return []
     wanted = base_title(entity)
-    best = ranked[0][1]
-    return [t for t, s in ranked if base_title(t) == wanted or s >= best * (1 - 1e-6)]
+    score = ranked[0][1] if reference is None else reference
+    return [t for t, s in ranked if base_title(t) == wanted or abs(s - score) <= score * 1e-6]
 
 
 LINE = ["\n"]
@@ -190,27 +128,40 @@ _PREFIX = re.compile(
 _UNKNOWN = re.compile(r"^\W*(unknown|i don'?t know|not (?:given|known|mentioned)|none)\W*$", re.IGNORECASE)
 
 
-def _final_line(text: str) -> str:
-    """The text after the last "Answer:" line, else the last non-empty line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+def final_line(reply: Reply) -> str:
+    """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
+    cap before its "Answer:" line has no answer: ""."""
+    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
     for line in reversed(lines):
         match = _ANSWER_LINE.match(line)
         if match and match.group(1).strip():
-            return match.group(1).strip()
-    return lines[-1] if lines else ""
+            return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
+    return "" if reply.truncated or not lines else lines[-1]
 
 
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return _PREFIX.sub("", lines[0]).strip().strip('"').strip() if lines else ""
+def first_line(reply: Reply) -> str:
+    """The first line without a "Question:"-like prefix; a reply cut on its only line: ""."""
+    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
+    if not lines or (reply.truncated and len(lines) == 1):
+        return ""
+    return _PREFIX.sub("", lines[0]).strip().strip('"').strip()
 
 
-def _is_unknown(answer: str) -> bool:
+def is_unknown(answer: str) -> bool:
     return not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
 
 
-def _said_enough(text: str) -> bool:
+def said_enough(text: str) -> bool:
+    """Whether a Decomposer turn ends the decomposition ("That's enough.")."""
     return "that's enough" in text.lower().replace("’", "'") or text.strip().lower().rstrip(".!") == "enough"
+
+
+_EXAMPLE_ANSWERS = {normalize_answer(a) for a in prompts.EXAMPLE_ANSWERS}
+
+
+def copies_example(answer: str) -> bool:
+    """Whether ``answer`` is a few-shot example's answer (a small model copying the prompt)."""
+    return bool(answer.strip()) and normalize_answer(answer) in _EXAMPLE_ANSWERS
 
 
 def _entity(extracted: str, sub_question: str) -> str:
@@ -230,38 +181,77 @@ def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Seq
         HumanMessage(prompts.DECOMPOSE_START.format(question=question)),
     ]
     for q, a in zip(sub_questions, sub_answers, strict=True):
-        messages += [AIMessage(q), HumanMessage(a or prompts.NO_ANSWER)]
+        messages += [AIMessage(q), HumanMessage(prompts.NEXT_TURN.format(answer=a) if a else prompts.NO_ANSWER)]
     return messages
 
 
+def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseChatModel]:
+    if isinstance(llm, BaseChatModel):
+        return {role: llm for role in ROLES}
+    missing = [role for role in ROLES if role not in llm]
+    if missing:
+        raise ValueError(f"llm dict lacks the role(s) {missing}; give all of {list(ROLES)}")
+    return {role: llm[role] for role in ROLES}
+
+
+def _per_question_reset() -> dict[str, Any]:
+    return {
+        "current": "",
+        "entity": "",
+        "candidates": [],
+        "tied": [],
+        "doc_rank": 0,
+        "chunk_rank": 0,
+        "level": "first",
+        "attempts": [],
+        "knowledge": "",
+        "response": "",
+        "outcome": "",
+        "fallback": False,
+        "rewritten": None,
+        "rewrite_hits": [],
+        "stop_reason": "",
+        "first_question": "decomposer",
+        "reasoning": "",
+        "answer": "",
+        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples")},
+        **{key: Overwrite(0) for key in ("truncated", "llm_calls")},
+    }
+
+
 def _add_retrieval_nodes(
-    graph: StateGraph,
-    llm: BaseChatModel,
-    corpus: HierarchicalCorpus,
-    *,
-    th1: int,
-    th2: int,
-    th3: int,
-    m: int,
-    seed: int,
-    title_candidates: int,
-    rewrite_top_k: int,
-    after_record: str,
-    use_profiles: bool = True,
+    graph: StateGraph, models: dict[str, BaseChatModel], corpus: HierarchicalCorpus, default: HiRAGConfig, after_record: str
 ) -> None:
     """The Retriever and Filter of HiRAG (§4.3-4.4) for ``state["current"]``, ending in ``record``."""
 
-    def judge(response: str, sub_question: str) -> str:
-        if _is_unknown(response):
-            return "no"
-        return generate_label(
-            llm, prompts.CAN_ANSWER.format(response=response, question=sub_question), ("yes", "no"), default="no"
-        )
+    def ask(role: str, prompt: str | list[BaseMessage], stop: list[str]) -> Call:
+        return Call(models[role], prompt, max_tokens=run_settings(default).max_output_tokens, stop=stop)
 
-    def extract_entity(state: HiRAGState) -> dict[str, Any]:
-        text = llm.invoke(prompts.EXTRACT_ENTITY.format(question=state["current"]), stop=LINE).text
+    def answer_once(prompt: str, stop: list[str], read, flagged: list[str]) -> Dialogue[tuple[str, int, int]]:
+        """Ask the answerer; an answer copied from an example is flagged and asked again once (a second
+        copy is dropped). Returns (answer, calls, truncated replies)."""
+        reply = yield ask("answerer", prompt, stop)
+        answer, calls, cut = read(reply), 1, int(reply.truncated)
+        if copies_example(answer):
+            flagged.append(answer)
+            reply = yield ask("answerer", prompt + prompts.NOT_THE_EXAMPLE, stop)
+            answer, calls, cut = read(reply), 2, cut + int(reply.truncated)
+            if copies_example(answer):
+                flagged.append(answer)
+                answer = ""
+        return answer, calls, cut
+
+    def judge(response: str, sub_question: str) -> Dialogue[str]:
+        if is_unknown(response):
+            return "no"
+        prompt = prompts.CAN_ANSWER.format(response=response, question=sub_question)
+        label = yield from label_dialogue(models["verifier"], prompt, ("yes", "no"), default="no")
+        return label
+
+    def extract_entity(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        reply = yield ask("answerer", prompts.EXTRACT_ENTITY.format(question=state["current"]), LINE)
         return {
-            "entity": _entity(_first_line(text), state["current"]),
+            "entity": _entity(first_line(reply), state["current"]),
             "candidates": [],
             "tied": [],
             "doc_rank": 0,
@@ -271,24 +261,31 @@ def _add_retrieval_nodes(
             "outcome": "",
             "fallback": False,
             "rewritten": None,
+            "rewrite_hits": [],
             "response": "",
             "llm_calls": 1,
+            "truncated": int(reply.truncated),
         }
 
     def retrieve_document(state: HiRAGState) -> dict[str, Any]:
-        if state.get("attempts"):
-            return {}  # document-level rethink: the ranking stays, doc_rank has moved
-        ranked = corpus.rank_titles(state["entity"], title_candidates)
-        return {"candidates": [t for t, _ in ranked], "tied": tied_titles(state["entity"], ranked)}
+        ranked = dict(corpus.rank_titles(state["entity"], run_settings(default).title_candidates))
+        # A rethink keeps the first attempt's ranking; doc_rank says which document is in use.
+        candidates = state["candidates"] if state.get("attempts") else list(ranked)
+        untried = [(t, ranked[t]) for t in candidates[state.get("doc_rank", 0) :] if t in ranked]
+        reference = untried[0][1] if untried else None
+        return {"candidates": candidates, "tied": tied_titles(state["entity"], untried, reference)}
 
     def after_retrieve_document(state: HiRAGState) -> Literal["retrieve_chunk", "rewrite"]:
-        if not state["candidates"] or len(state["tied"]) > th1:
+        # Algorithm 1 lines 20-23: the test runs at every attempt t.
+        if not state["candidates"] or len(state["tied"]) > run_settings(default).th1:
             return "rewrite"
         return "retrieve_chunk"
 
-    def retrieve_chunk(state: HiRAGState) -> dict[str, Any]:
+    def retrieve_chunk(state: HiRAGState) -> Dialogue[dict[str, Any]]:
         title = state["candidates"][state["doc_rank"]]
-        chunks = corpus.rank_chunks(title, state["current"])
+        chunks: list[Document] = yield Effect(
+            lambda: corpus.rank_chunks(title, state["current"]), lambda: corpus.arank_chunks(title, state["current"])
+        )
         chunk = chunks[min(state["chunk_rank"], len(chunks) - 1)] if chunks else Document(page_content="")
         attempt: Attempt = {
             "attempt": len(state["attempts"]) + 1,
@@ -301,26 +298,28 @@ def _add_retrieval_nodes(
             "verified": False,
             "internal": None,
         }
-        profile = corpus.document(title).profile if use_profiles else ""
+        profile = corpus.document(title).profile if run_settings(default).use_profiles else ""
         knowledge = _knowledge(profile, chunk.page_content) if profile else chunk.page_content
         return {"attempts": [*state["attempts"], attempt], "knowledge": knowledge}
 
-    def verify(state: HiRAGState) -> dict[str, Any]:
-        sub_question = state["current"]
-        text = llm.invoke(
-            prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"]), stop=NEXT_EXAMPLE
-        ).text
-        response = _final_line(text)
-        verdict = judge(response, sub_question)
+    def verify(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
+        sub_question, flagged = state["current"], []
+        prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
+        response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
+        verdict = yield from judge(response, sub_question)
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
         t = len(attempts) - 1  # rethink rounds done before this attempt
-        fallback = verdict != "yes" and fallback_draw(seed, state["question"], sub_question, t) < fallback_probability(t, m)
+        draw = fallback_draw(settings.seed, state["question"], sub_question, t)
+        fallback = verdict != "yes" and draw < fallback_probability(t, settings.m)
         return {
             "response": response,
             "attempts": attempts,
             "outcome": "verified" if verdict == "yes" else "",
             "fallback": fallback,
-            "llm_calls": 1 + (not _is_unknown(response)),
+            "llm_calls": calls + (not is_unknown(response)),
+            "truncated": cut,
+            "copied_examples": flagged,
         }
 
     def after_verify(state: HiRAGState) -> Literal["record", "internal_knowledge", "rethink"]:
@@ -328,11 +327,15 @@ def _add_retrieval_nodes(
             return "record"
         return "internal_knowledge" if state["fallback"] else "rethink"
 
-    def internal_knowledge(state: HiRAGState) -> dict[str, Any]:
-        response = _first_line(llm.invoke(prompts.INTERNAL_ANSWER.format(question=state["current"]), stop=LINE).text)
-        verdict = judge(response, state["current"])
+    def internal_knowledge(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        flagged: list[str] = []
+        prompt = prompts.INTERNAL_ANSWER.format(question=state["current"])
+        response, calls, cut = yield from answer_once(prompt, LINE, first_line, flagged)
+        verdict = yield from judge(response, state["current"])
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "internal": response}]
-        update: dict[str, Any] = {"attempts": attempts, "llm_calls": 1 + (not _is_unknown(response))}
+        update: dict[str, Any] = {
+            "attempts": attempts, "llm_calls": calls + (not is_unknown(response)), "truncated": cut, "copied_examples": flagged,
+        }
         if verdict == "yes":
             update |= {"response": response, "outcome": "internal"}
         return update
@@ -341,44 +344,49 @@ def _add_retrieval_nodes(
         return "record" if state["outcome"] == "internal" else "rethink"
 
     def rethink(state: HiRAGState) -> dict[str, Any]:
+        settings = run_settings(default)
         t = len(state["attempts"])
-        if t >= th3:
+        if t >= settings.th3:
             return {"outcome": "gave_up", "response": ""}
         title = state["candidates"][state["doc_rank"]]
         more_chunks = state["chunk_rank"] + 1 < len(corpus.document(title).chunk_ids)
-        if t % th2 != 0 and more_chunks:
+        if t % settings.th2 != 0 and more_chunks:
             return {"level": "chunk", "chunk_rank": state["chunk_rank"] + 1}
         if state["doc_rank"] + 1 >= len(state["candidates"]):
             return {"outcome": "gave_up", "response": ""}
         return {"level": "document", "doc_rank": state["doc_rank"] + 1, "chunk_rank": 0}
 
-    def after_rethink(state: HiRAGState) -> Literal["retrieve_chunk", "retrieve_document", "record"]:
-        if state["outcome"] == "gave_up":
-            return "record"
-        return "retrieve_document" if state["level"] == "document" else "retrieve_chunk"
+    def after_rethink(state: HiRAGState) -> Literal["retrieve_document", "record"]:
+        return "record" if state["outcome"] == "gave_up" else "retrieve_document"
 
-    def rewrite(state: HiRAGState) -> dict[str, Any]:
+    def rewrite(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
         entity = state["entity"].lower()
         previous = [
-            f"{q} {a}" for q, a in zip(state.get("sub_questions", []), state.get("sub_answers", []), strict=True) if a and entity in a.lower()
+            f"{q} {a}"
+            for q, a in zip(state.get("sub_questions", []), state.get("sub_answers", []), strict=True)
+            if a and entity in a.lower()
         ]
         information = previous[-1] if previous else state["question"]
         sub_question = state["current"]
-        rewritten = _first_line(
-            llm.invoke(prompts.REWRITE.format(question=sub_question, information=information), stop=LINE).text
-        ) or sub_question
-        hits = corpus.search(rewritten, rewrite_top_k)
+        reply = yield ask("answerer", prompts.REWRITE.format(question=sub_question, information=information), LINE)
+        rewritten = first_line(reply) or sub_question
+        hits: list[Document] = yield Effect(
+            lambda: corpus.search(rewritten, settings.rewrite_top_k), lambda: corpus.asearch(rewritten, settings.rewrite_top_k)
+        )
         knowledge = "\n".join(h.page_content for h in hits)
-        text = llm.invoke(
-            prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=knowledge), stop=NEXT_EXAMPLE
-        ).text
-        response = _final_line(text)
+        flagged: list[str] = []
+        prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=knowledge)
+        response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
         return {
             "rewritten": rewritten,
+            "rewrite_hits": [str(h.id) for h in hits if h.id],
             "knowledge": knowledge,
-            "response": "" if _is_unknown(response) else response,
+            "response": "" if is_unknown(response) else response,
             "outcome": "rewrite",
-            "llm_calls": 2,
+            "llm_calls": 1 + calls,
+            "truncated": int(reply.truncated) + cut,
+            "copied_examples": flagged,
         }
 
     def record(state: HiRAGState) -> dict[str, Any]:
@@ -391,22 +399,17 @@ def _add_retrieval_nodes(
             "tied": state.get("tied", []),
             "attempts": state.get("attempts", []),
             "rewritten": state.get("rewritten"),
+            "rewrite_hits": state.get("rewrite_hits", []),
             "answer": answer,
             "source": source,  # type: ignore[typeddict-item]
         }
         return {"sub_questions": [state["current"]], "sub_answers": [answer], "trace": [entry]}
 
-    for name, node in (
-        ("extract_entity", extract_entity),
-        ("retrieve_document", retrieve_document),
-        ("retrieve_chunk", retrieve_chunk),
-        ("verify", verify),
-        ("internal_knowledge", internal_knowledge),
-        ("rethink", rethink),
-        ("rewrite", rewrite),
-        ("record", record),
-    ):
-        graph.add_node(name, node)
+    for name, step in (("extract_entity", extract_entity), ("retrieve_chunk", retrieve_chunk), ("verify", verify),
+                       ("internal_knowledge", internal_knowledge), ("rewrite", rewrite)):
+        graph.add_node(name, dialogue_node(step, name))
+    for name, plain in (("retrieve_document", retrieve_document), ("rethink", rethink), ("record", record)):
+        graph.add_node(name, plain)
     graph.add_edge("extract_entity", "retrieve_document")
     graph.add_conditional_edges("retrieve_document", after_retrieve_document)
     graph.add_edge("retrieve_chunk", "verify")
@@ -417,63 +420,37 @@ def _add_retrieval_nodes(
     graph.add_edge("record", after_record)
 
 
-def _check(max_subquestions: int, th1: int, th2: int, th3: int, m: int) -> None:
-    if max_subquestions < 1 or th1 < 1 or th2 < 1 or th3 < 1 or m < 1:
-        raise ValueError("max_subquestions, th1, th2, th3 and m must all be at least 1")
+def hirag_state_graph(
+    llm: BaseChatModel | Mapping[str, BaseChatModel], corpus: HierarchicalCorpus, config: HiRAGConfig | None = None
+) -> StateGraph:
+    """The uncompiled HiRAG graph, to add or rewire nodes before compiling."""
+    models = _roles(llm)
+    default = config or HiRAGConfig()
 
+    def start(state: HiRAGState) -> dict[str, Any]:
+        return _per_question_reset()
 
-def build_hirag_graph(
-    llm: BaseChatModel,
-    corpus: HierarchicalCorpus,
-    *,
-    max_subquestions: int = 5,
-    th1: int = 1,
-    th2: int = 3,
-    th3: int = 4,
-    m: int = 5,
-    seed: int = 0,
-    title_candidates: int = 20,
-    rewrite_top_k: int = 1,
-    use_profiles: bool = True,
-    checkpointer: Any = None,
-    interrupt_before: Sequence[str] | None = None,
-):
-    """Compile the HiRAG graph.
-
-    Args:
-        llm: the chat model for every module (the paper used LLaMA-3-70B to decompose and
-            GPT-3.5 elsewhere, §5.3; Table 3 runs everything on one 7-8B model).
-        corpus: a :class:`HierarchicalCorpus`.
-        max_subquestions: most sub-questions (paper: 5).
-        th1: more titles than this matching the entity → semantic incompleteness → rewrite.
-        th2: every th2-th failed attempt rethinks at document level (default 3, authors' code).
-        th3: attempts per sub-question before giving up (paper §5.3: 4 retrievals).
-        m: eq. (7)'s denominator; internal knowledge with probability (t/m)² (paper: 5).
-        seed: seed of the (t/m)² draws.
-        title_candidates: titles BM25 ranks per entity (authors' code: 20).
-        rewrite_top_k: chunks the whole-corpus search returns after a rewrite.
-        use_profiles: give the Filter the document's profile with the chunk (eq. 3's p*);
-            ``False`` is Table 4's "w/o profile" ablation (the chunk alone).
-        checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
-        interrupt_before: node names to pause before (needs a checkpointer).
-
-    Input ``{"question": str}``; the final state (:class:`HiRAGState`) holds ``answer``,
-    ``sub_questions``, ``sub_answers`` and ``trace``.
-    """
-    _check(max_subquestions, th1, th2, th3, m)
-
-    def decompose(state: HiRAGState) -> dict[str, Any]:
+    def decompose(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
         asked = state.get("sub_questions", [])
-        if len(asked) >= max_subquestions:
+        if len(asked) >= settings.max_subquestions:
             return {"stop_reason": "max_subquestions"}
         messages = _decomposition(state["question"], asked, state.get("sub_answers", []))
-        text, calls = llm.invoke(messages, stop=LINE).text, 1
-        if not text.strip():  # an empty turn is asked again once, as the authors' code does
-            text, calls = llm.invoke(messages).text, 2
-        if _said_enough(text):
+        ask = Call(models["decomposer"], messages, max_tokens=settings.max_output_tokens, stop=LINE)
+        reply, calls = (yield ask), 1
+        if not reply.text.strip():  # an empty turn is asked again once, as the authors' code does
+            reply, calls = (yield Call(models["decomposer"], messages, max_tokens=settings.max_output_tokens)), 2
+        if said_enough(reply.text) and not asked:  # the paper's initialization asks for a first question
+            again = [*messages, AIMessage(reply.text), HumanMessage(prompts.FIRST_QUESTION_AGAIN)]
+            reply, calls = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
+            if said_enough(reply.text) or not first_line(reply):
+                return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
+        if said_enough(reply.text):
             return {"stop_reason": "enough", "llm_calls": calls}
-        sub_question = _first_line(text)
+        sub_question = first_line(reply)
         if not sub_question:
+            if not asked:
+                return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
         if normalize_answer(sub_question) in {normalize_answer(q) for q in asked}:
             return {"stop_reason": "repeated_sub_question", "llm_calls": calls}
@@ -482,65 +459,76 @@ def build_hirag_graph(
     def after_decompose(state: HiRAGState) -> Literal["extract_entity", "summarize"]:
         return "summarize" if state.get("stop_reason") else "extract_entity"
 
-    def summarize(state: HiRAGState) -> dict[str, Any]:
+    def summarize(state: HiRAGState) -> Dialogue[dict[str, Any]]:
+        cap = run_settings(default).max_output_tokens
         known = " ".join(a for a in state.get("sub_answers", []) if a) or "None"
-        reasoning = llm.invoke(prompts.SUMMARIZE.format(question=state["question"], known=known), stop=NEXT_EXAMPLE).text
-        short = llm.invoke(
-            prompts.EXTRACT_ANSWER.format(response=_final_line(reasoning), question=state["question"]), stop=LINE
-        ).text
-        return {"reasoning": reasoning.strip(), "answer": _first_line(short), "llm_calls": 2}
+        prompt = prompts.SUMMARIZE.format(question=state["question"], known=known)
+        reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
+        extract = prompts.EXTRACT_ANSWER.format(response=final_line(reasoning) or reasoning.text, question=state["question"])
+        reply = yield Call(models["answerer"], extract, max_tokens=cap, stop=LINE)
+        answer, calls, flagged = first_line(reply), 2, []
+        if copies_example(answer):
+            flagged.append(answer)
+            reply = yield Call(models["answerer"], extract + prompts.NOT_THE_EXAMPLE, max_tokens=cap, stop=LINE)
+            answer, calls = first_line(reply), 3
+            if copies_example(answer):
+                flagged.append(answer)
+                answer = final_line(reasoning)
+        return {
+            "reasoning": reasoning.text.strip(),
+            "answer": answer,
+            "llm_calls": calls,
+            "truncated": int(reasoning.truncated) + int(reply.truncated),
+            "copied_examples": flagged,
+        }
 
-    graph = StateGraph(HiRAGState)
-    graph.add_node("decompose", decompose)
-    graph.add_node("summarize", summarize)
-    _add_retrieval_nodes(
-        graph,
-        llm,
-        corpus,
-        th1=th1,
-        th2=th2,
-        th3=th3,
-        m=m,
-        seed=seed,
-        title_candidates=title_candidates,
-        rewrite_top_k=rewrite_top_k,
-        after_record="decompose",
-        use_profiles=use_profiles,
-    )
-    graph.add_edge(START, "decompose")
+    graph = StateGraph(HiRAGState, input_schema=HiRAGInput, output_schema=HiRAGOutput, context_schema=HiRAGConfig)
+    graph.add_node("start", start)
+    graph.add_node("decompose", dialogue_node(decompose))
+    graph.add_node("summarize", dialogue_node(summarize))
+    _add_retrieval_nodes(graph, models, corpus, default, after_record="decompose")
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "decompose")
     graph.add_conditional_edges("decompose", after_decompose)
     graph.add_edge("summarize", END)
-    return graph.compile(checkpointer=checkpointer, interrupt_before=list(interrupt_before or []))
+    return graph
+
+
+def build_hirag_graph(
+    llm: BaseChatModel | Mapping[str, BaseChatModel],
+    corpus: HierarchicalCorpus,
+    *,
+    config: HiRAGConfig | None = None,
+    checkpointer: Checkpointer | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    name: str = "hirag",
+) -> CompiledStateGraph[HiRAGState, HiRAGConfig, HiRAGInput, HiRAGOutput]:
+    """Compile the HiRAG graph.
+
+    Args:
+        llm: one chat model for every role, or ``{"decomposer", "verifier", "answerer"}`` (the paper:
+            a large decomposer, §5.3).
+        corpus: a :class:`~langgraph_hirag.HierarchicalCorpus`.
+        config: the knobs (:class:`~langgraph_hirag.HiRAGConfig`, the paper's values by default); a run
+            can change them through its context: ``graph.invoke(input, context={"th3": 6})``.
+        checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
+        interrupt_before / interrupt_after: node names to pause at (need a checkpointer).
+        name: the graph's name (as a subgraph of a larger one).
+
+    Input ``{"question": str}``; output :class:`~langgraph_hirag.state.HiRAGOutput` (answer and trace).
+    """
+    return hirag_state_graph(llm, corpus, config).compile(
+        checkpointer=checkpointer, interrupt_before=interrupt_before, interrupt_after=interrupt_after, name=name
+    )
 
 
 def build_hirag_retrieval_graph(
-    llm: BaseChatModel,
-    corpus: HierarchicalCorpus,
-    *,
-    th1: int = 1,
-    th2: int = 3,
-    th3: int = 4,
-    m: int = 5,
-    seed: int = 0,
-    title_candidates: int = 20,
-    rewrite_top_k: int = 1,
-):
+    llm: BaseChatModel | Mapping[str, BaseChatModel], corpus: HierarchicalCorpus, *, config: HiRAGConfig | None = None
+) -> CompiledStateGraph:
     """HiRAG's Retriever + Filter alone (§6.5): input ``{"question": q, "current": q}`` for a
     single-hop question; the final state's ``trace[0]`` says what was retrieved and verified."""
-    _check(1, th1, th2, th3, m)
-    graph = StateGraph(HiRAGState)
-    _add_retrieval_nodes(
-        graph,
-        llm,
-        corpus,
-        th1=th1,
-        th2=th2,
-        th3=th3,
-        m=m,
-        seed=seed,
-        title_candidates=title_candidates,
-        rewrite_top_k=rewrite_top_k,
-        after_record=END,
-    )
+    graph = StateGraph(HiRAGState, context_schema=HiRAGConfig)
+    _add_retrieval_nodes(graph, _roles(llm), corpus, config or HiRAGConfig(), after_record=END)
     graph.add_edge(START, "extract_entity")
-    return graph.compile()
+    return graph.compile(name="hirag-retriever")

@@ -4,7 +4,8 @@ The paper prints only the skeleton of the Decomposer prompt (§4.2: Background, 
 Workflow, Example, Initialization, each with its first line) and describes the other modules in
 prose (§4.3, §4.4, Algorithm 1). The sentences the paper quotes are kept verbatim below; the rest
 follows the roles the paper and the authors' released code give each prompt (few-shot, one job
-per prompt), written here with our own examples about fictional entities.
+per prompt), written here with our own examples about made-up entities that appear in no bundled
+corpus and no dataset (``EXAMPLE_ENTITIES``; a test checks both).
 """
 
 DECOMPOSER = """## Background
@@ -29,42 +30,60 @@ Helping the user decompose the question and tell the user at the right time that
 3. Repeat step 2 until the complex question can be answered.
 
 ## Example
-- Complex question: Where was the architect of the Kesh Bridge born?
-  1st simple question: Who was the architect of the Kesh Bridge?
-  1st answer: The architect of the Kesh Bridge was Tomas Halvard.
-  2nd simple question: Where was Tomas Halvard born?
-  2nd answer: Tomas Halvard was born in Dunmere.
+- Complex question: Where was the architect of the Quern Viaduct born?
+  1st simple question: Who was the architect of the Quern Viaduct?
+  1st answer: The architect of the Quern Viaduct was Odile Brask.
+  2nd simple question: Where was Odile Brask born?
+  2nd answer: Odile Brask was born in Vantmoor.
   Final output: That's enough.
-- Complex question: Are the Orrin Library and the Vale Museum in the same country?
-  1st simple question: In which country is the Orrin Library?
-  1st answer: The Orrin Library is in Norland.
-  2nd simple question: In which country is the Vale Museum?
-  2nd answer: The Vale Museum is in Estmark.
+- Complex question: Are the Pellory Library and the Marrowick Museum in the same country?
+  1st simple question: In which country is the Pellory Library?
+  1st answer: The Pellory Library is in Kovenholm.
+  2nd simple question: In which country is the Marrowick Museum?
+  2nd answer: The Marrowick Museum is in Drelsby.
   Final output: That's enough.
 
 ## Initialization
-Reply with one simple question only, or with "That's enough." Now, a first simple question."""
-"""System prompt of the Decomposer (§4.2; the quoted lines are the paper's)."""
+Reply with one simple question only. Now, a first simple question."""
+"""System prompt of the Decomposer (§4.2; the quoted lines are the paper's). Its initialization asks
+for a first simple question, as the paper's does ("Now, a first simple question."): "That's enough."
+is offered only once sub-answers exist (:data:`NEXT_TURN`)."""
 
 DECOMPOSE_START = "Let's break down this complex question: {question}"
 """First user turn of the decomposition dialogue; each sub-answer is a later user turn."""
 
-NO_ANSWER = "I could not find the answer to that question."
+NEXT_TURN = (
+    "{answer}\nIf the answers so far are enough to answer the complex question, say \"That's enough.\"; "
+    "otherwise ask the next simple question."
+)
+"""A later user turn: the sub-answer, then the choice of workflow step 2.2."""
+
+NO_ANSWER = "I could not find the answer to that question. Ask a different simple question."
 """The user turn after a sub-question whose retrieval gave up (workflow step 2.1: rephrase)."""
+
+FIRST_QUESTION_AGAIN = "Do not answer yet and do not stop: ask the first simple question that helps to answer it."
+"""Ours: asked once when the Decomposer stops before asking anything (small models say "That's
+enough." on the first turn); a second refusal makes the question itself the first sub-question."""
+
+NOT_THE_EXAMPLE = (
+    "\n\nNote: the examples above are about other, made-up things. Answer only from the input and the "
+    "known information of this question."
+)
+"""Ours: appended when an answer repeats an example's answer (a small model copying the examples)."""
 
 EXTRACT_ENTITY = """Extract the subject entity of the question: the name of the person, place, work or thing the question asks about. Reply with the name only.
 
-Question: Who designed the Kesh Bridge?
-Entity: Kesh Bridge
+Question: Who designed the Quern Viaduct?
+Entity: Quern Viaduct
 
-Question: Where was Tomas Halvard born?
-Entity: Tomas Halvard
+Question: Where was Odile Brask born?
+Entity: Odile Brask
 
-Question: Who is the director of film The Lantern Road?
-Entity: The Lantern Road
+Question: Who is the director of film The Sallowmere Affair?
+Entity: The Sallowmere Affair
 
-Question: When did Ida Venn (painter) die?
-Entity: Ida Venn (painter)
+Question: When did Tamsin Vole (painter) die?
+Entity: Tamsin Vole (painter)
 
 Question: {question}
 Entity:"""
@@ -72,10 +91,10 @@ Entity:"""
 
 ANSWER_WITH_KNOWLEDGE = """Answer the question with the known information. First analyse the question and the known information, then give the answer in one sentence on a last line that starts with "Answer:". If the known information does not contain the answer, write "Answer: unknown".
 
-Question: Who designed the Kesh Bridge?
-Known information: The Kesh Bridge is a stone arch bridge over the Sable River, completed in 1871 to a design by Tomas Halvard.
-Analysis: The question asks for the designer. The known information says the bridge was built to a design by Tomas Halvard.
-Answer: The Kesh Bridge was designed by Tomas Halvard.
+Question: Who designed the Quern Viaduct?
+Known information: The Quern Viaduct is a brick railway viaduct over the Lisk, completed in 1874 to a design by Odile Brask.
+Analysis: The question asks for the designer. The known information says the viaduct was built to a design by Odile Brask.
+Answer: The Quern Viaduct was designed by Odile Brask.
 
 Question: {question}
 Known information: {knowledge}
@@ -84,12 +103,12 @@ Analysis:"""
 
 CAN_ANSWER = """Based on the response and the question, tell me whether the response answers the question. Your answer must be yes or no.
 
-Response: The nationality of Ida Venn is not given.
-Question: What is the nationality of Ida Venn?
+Response: The nationality of Tamsin Vole is not given.
+Question: What is the nationality of Tamsin Vole?
 Output: no
 
-Response: The Kesh Bridge was designed by Tomas Halvard.
-Question: Who designed the Kesh Bridge?
+Response: The Quern Viaduct was designed by Odile Brask.
+Question: Who designed the Quern Viaduct?
 Output: yes
 
 Response: {response}
@@ -106,8 +125,8 @@ Answer:"""
 REWRITE = """The question below may name its subject ambiguously. Using the information, rewrite it as one question that names its subject unambiguously. Reply with the rewritten question only.
 
 Question: Where was the director born?
-Information: Which film did Ida Venn direct? The Lantern Road was directed by Ida Venn.
-Rewritten question: Where was Ida Venn, the director of The Lantern Road, born?
+Information: Which film did Ambrose Kettel direct? The Sallowmere Affair was directed by Ambrose Kettel.
+Rewritten question: Where was Ambrose Kettel, the director of The Sallowmere Affair, born?
 
 Question: {question}
 Information: {information}
@@ -123,15 +142,28 @@ Analysis:"""
 
 EXTRACT_ANSWER = """Based on the input and the question, give the answer. Answers should be concise and contain only the corresponding keywords.
 
-Input: The Kesh Bridge was designed by Tomas Halvard, who was born in Dunmere.
-Question: Where was the designer of the Kesh Bridge born?
-Output: Dunmere
+Input: The Quern Viaduct was designed by Odile Brask, who was born in Vantmoor.
+Question: Where was the designer of the Quern Viaduct born?
+Output: Vantmoor
 
-Input: The Orrin Library is in Norland while the Vale Museum is in Estmark.
-Question: Are the Orrin Library and the Vale Museum in the same country?
+Input: The Pellory Library is in Kovenholm while the Marrowick Museum is in Drelsby.
+Question: Are the Pellory Library and the Marrowick Museum in the same country?
 Output: no
 
 Input: {response}
 Question: {question}
 Output:"""
 """Short answer from the Summarizer's reasoning, as the authors' pipeline extracts keywords for EM."""
+
+EXAMPLE_ENTITIES = (
+    "Quern Viaduct", "Odile Brask", "Vantmoor", "Lisk", "Pellory Library", "Marrowick Museum", "Kovenholm",
+    "Drelsby", "Sallowmere Affair", "Tamsin Vole", "Ambrose Kettel",
+)
+"""The made-up entities of the few-shot examples above."""
+
+EXAMPLE_ANSWERS = (
+    "Odile Brask", "Vantmoor", "Kovenholm", "Drelsby", "Quern Viaduct", "The Sallowmere Affair", "Ambrose Kettel",
+    "The Quern Viaduct was designed by Odile Brask.", "Odile Brask was born in Vantmoor.",
+    "The Pellory Library is in Kovenholm while the Marrowick Museum is in Drelsby.",
+)
+"""Answers the examples give: an answer equal to one of them was copied from a prompt (flagged, asked again)."""

@@ -10,8 +10,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr
 
+from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus
-from langgraph_hirag.graph import HiRAGState, build_hirag_retrieval_graph
+from langgraph_hirag.graph import build_hirag_retrieval_graph
+from langgraph_hirag.state import HiRAGState
 
 __all__ = ["HiRAGRetriever"]
 
@@ -31,22 +33,12 @@ class HiRAGRetriever(BaseRetriever):
     """Chat model for entity extraction, answering and verification."""
     corpus: HierarchicalCorpus
     """The titled corpus to search."""
-    th1: int = 1
-    """More titles than this matching the entity → rewrite the question (semantic incompleteness)."""
-    th2: int = 3
-    """Every th2-th failed attempt moves to the next document."""
-    th3: int = 4
-    """Attempts before giving up."""
-    m: int = 5
-    """Internal knowledge with probability (t/m)² after the t-th failed rethink."""
-    seed: int = 0
-    """Seed of the (t/m)² draws."""
+    config: HiRAGConfig = HiRAGConfig()
+    """Thresholds th1-th3, m and the seed (the paper's values by default)."""
     _graph: Any = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
-        self._graph = build_hirag_retrieval_graph(
-            self.llm, self.corpus, th1=self.th1, th2=self.th2, th3=self.th3, m=self.m, seed=self.seed
-        )
+        self._graph = build_hirag_retrieval_graph(self.llm, self.corpus, config=self.config)
 
     @staticmethod
     def _documents(state: HiRAGState) -> list[Document]:
@@ -54,9 +46,10 @@ class HiRAGRetriever(BaseRetriever):
         if trace["source"] not in ("retrieval", "rewrite"):
             return []
         last = trace["attempts"][-1] if trace["source"] == "retrieval" else None
+        chunk_id = last["chunk_id"] if last else next(iter(trace["rewrite_hits"]), "")
         metadata = {
             "title": last["title"] if last else "",
-            "chunk_id": last["chunk_id"] if last else "",
+            "chunk_id": chunk_id,
             "answer": trace["answer"],
             "source": trace["source"],
             "attempts": len(trace["attempts"]),

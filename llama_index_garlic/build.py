@@ -12,14 +12,20 @@
    corpus still gets one summary level, as the paper's HotpotQA example in Appendix D shows).
 
 A reply without bullets is split into lines (or sentences); an empty reply is retried once with a
-reminder, then the batch is skipped with a warning and counted. LLM calls go through the
-persistent cache, so an interrupted build resumes without repeating them.
+reminder, then the batch is skipped with a warning and counted; a reply cut at the summary's token
+cap loses the IP it was writing. A batch whose IPs cannot be aligned with the attention model's
+tokens gets embedding edges and is counted (``edge_source`` is then ``mixed``). LLM calls go through
+the persistent cache, so an interrupted build resumes without repeating them.
+
+Table 2's "w/o Graph-based Summary" (``summary="tree"``) summarizes each batch into one node, as a
+tree does (Figure 2b); ``summary="none"`` builds no summary level at all.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +43,7 @@ from llama_index_garlic import prompts
 from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph, node_id, normalize_edges
+from multihop_rag.calls import Call, call
 from multihop_rag.text import count_tokens, split_sentences
 
 __all__ = ["BuildReport", "chunk_documents", "make_batches", "parse_information_points", "build_graph"]
@@ -49,14 +56,24 @@ _PLACEHOLDER = {"summary point", "......", "..."}
 
 @dataclass
 class BuildReport:
-    """What a build did: counts, failures, seconds."""
+    """What a build did: counts, failures, seconds. Counters are updated from worker threads: use :meth:`add`."""
 
     batches: dict[int, int] = field(default_factory=dict)
     skipped_batches: int = 0
     unbulleted_replies: int = 0
     retried_replies: int = 0
+    truncated_replies: int = 0
+    """Replies cut at the summary's token cap (their last, unfinished IP dropped)."""
     embedding_edge_batches: int = 0
+    alignment_failures: int = 0
+    """Batches whose IPs could not be found in the attention model's tokens (given embedding edges)."""
     seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, count in counts.items():
+                setattr(self, name, getattr(self, name) + count)
 
 
 def _flat(text: str) -> str:
@@ -127,12 +144,14 @@ def _summarize(llm: LLM, texts: list[str], max_tokens: int, report: BuildReport)
     """The Table 4 exchange for one batch: (prompt, reply, IPs), or None when no IP comes back."""
     prompt = prompts.SUMMARIZE.format(segments="".join(prompts.bullet(t) for t in texts))
     for attempt, ask in enumerate((prompt, prompt + prompts.BULLET_REMINDER)):
-        reply = llm.complete(ask, max_tokens=max_tokens).text or ""
-        points, bulleted = parse_information_points(reply)
+        reply = call(Call(llm, ask, max_tokens=max_tokens))
+        points, bulleted = parse_information_points(reply.text)
+        if reply.truncated:
+            points = points[:-1]  # the IP being written at the cap is a fragment
+            report.add(truncated_replies=1)
         if points:
-            report.unbulleted_replies += not bulleted
-            report.retried_replies += attempt
-            return ask, reply, points
+            report.add(unbulleted_replies=int(not bulleted), retried_replies=attempt)
+            return ask, reply.text, points
     return None
 
 
@@ -176,7 +195,7 @@ def build_graph(
     report.seconds["chunk_and_embed"] = time.perf_counter() - started
 
     level = 1
-    while level <= config.max_levels:
+    while config.summary != "none" and level <= config.max_levels:
         mark = time.perf_counter()
         batches = make_batches(level_nodes, budget)
         report.batches[level] = len(batches)
@@ -203,10 +222,12 @@ def build_graph(
         exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = []
         for batch, result in zip(batches, results, strict=True):
             if result is None:
-                report.skipped_batches += 1
+                report.add(skipped_batches=1)
                 log.warning("GARLIC: no summary points for a batch of %d level-%d nodes; skipped", len(batch), level)
                 continue
             prompt, reply, points = result
+            if config.summary == "tree":  # Table 2's w/o Graph-based Summary: one node per batch
+                points = [" ".join(points)]
             kids = [n.id for n in batch]
             doc_ids = list(dict.fromkeys(d for n in batch for d in n.doc_ids))
             ips = [GraphNode(node_id(level + 1, p, kids), p, level + 1, count_tokens(p), doc_ids) for p in points]
@@ -229,9 +250,10 @@ def build_graph(
             if attention is not None:
                 weights = attention.summary_edges(prompt, reply, [_flat(n.text) for n in batch], [ip.text for ip in ips])
                 if weights is None:
+                    report.add(alignment_failures=1)
                     log.warning("GARLIC: could not align a batch with the attention model's tokens; embedding edges used")
             if weights is None:
-                report.embedding_edge_batches += 1
+                report.add(embedding_edge_batches=1)
                 level_vectors = vectors[-1]
                 weights = new_vectors[[row[ip.id] for ip in ips]] @ level_vectors[[old_row[n.id] for n in batch]].T
             weights = normalize_edges(weights)
@@ -249,5 +271,8 @@ def build_graph(
         level_nodes = new_nodes
         level += 1
 
-    edge_source = "attention" if attention is not None else "embedding"
+    if attention is None:
+        edge_source = "embedding"
+    else:
+        edge_source = "mixed" if report.alignment_failures else "attention"
     return SummaryGraph(nodes=nodes, edges=edges, embeddings=np.vstack(vectors), edge_source=edge_source)

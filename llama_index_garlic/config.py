@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -36,6 +38,22 @@ class GarlicConfig(BaseModel):
     attention_search: bool = Field(True, description="Use z = Eᵀa when attention is available (Table 2: 'w/o attention search').")
     embedding_search: bool = Field(True, description="Add query–node embedding similarity (Table 2: 'w/o embedding similarity search').")
     kv_cache: bool = Field(True, description="Reuse the attention model's KV cache across search steps (Appendix C).")
+    dynamic_progress_control: bool = Field(
+        True,
+        description="The LLM decides when to stop (§3.2.1). False is Table 2's 'w/o Dynamic Progress Control': the "
+        "search visits `fixed_nodes` nodes and asks no Yes/No.",
+    )
+    fixed_nodes: int = Field(
+        17,
+        ge=1,
+        description="Nodes a search without Dynamic Progress Control visits (Table 2: GARLIC's average, 17 on "
+        "HotpotQA); its starting top-level nodes are at most fixed_nodes / levels, the most query-similar.",
+    )
+    summary: Literal["graph", "tree", "none"] = Field(
+        "graph",
+        description="'graph': many-to-many bullet IPs (§3.1); 'tree': Table 2's 'w/o Graph-based Summary', each "
+        "batch summarized into one node (Figure 2b); 'none': no summaries, the search walks the level-1 chunks.",
+    )
     workers: int = Field(4, description="Summarization calls in flight at once (threads).")
 
     def window(self, context_window: int | None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -71,10 +72,10 @@ class GarlicIndex:
         n_s: int | None = None,
         config: GarlicConfig | None = None,
         show_progress: bool = True,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> GarlicIndex:
         """Build the summary graph. ``n_s`` overrides ``config.n_s`` (default min(8192, context window));
-        ``cache=True`` keeps LLM calls in the persistent cache, so a killed build resumes."""
+        ``cache`` (a SQLite path) keeps LLM calls, so a killed build resumes."""
         config = config or GarlicConfig()
         if not documents:
             raise ValueError("GarlicIndex needs at least one document")
@@ -104,7 +105,9 @@ class GarlicIndex:
             "skipped_batches": report.skipped_batches,
             "retried_replies": report.retried_replies,
             "unbulleted_replies": report.unbulleted_replies,
+            "truncated_replies": report.truncated_replies,
             "embedding_edge_batches": report.embedding_edge_batches,
+            "alignment_failures": report.alignment_failures,
             "attention_forward_tokens": (attention.forward_tokens - forward_before) if attention is not None else 0,
             "llm": {
                 "calls": after.calls - before.calls,
@@ -134,6 +137,8 @@ class GarlicIndex:
             attention_search=config.attention_search,
             embedding_search=config.embedding_search,
             kv_cache=config.kv_cache,
+            dynamic_progress_control=config.dynamic_progress_control,
+            fixed_nodes=config.fixed_nodes,
             answer=answer,
         )
 
@@ -152,10 +157,12 @@ class GarlicIndex:
     # ---- persistence ----
 
     def persist(self, persist_dir: str | Path) -> None:
-        """Write the graph (JSON), node embeddings (``.npy``), config and stats to ``persist_dir``."""
+        """Write the graph (JSON), node embeddings (``.npy``), config, stats and the attention model's
+        name (it weighted the edges; a reload checks it) to ``persist_dir``."""
         folder = Path(persist_dir)
         self.graph.save(folder)
-        meta = {"format": FORMAT_VERSION, "config": self.config.model_dump(), "stats": self._stats}
+        attention = self.attention_model.name if self.attention_model is not None else None
+        meta = {"format": FORMAT_VERSION, "config": self.config.model_dump(), "stats": self._stats, "attention_model": attention}
         (folder / "garlic.json").write_text(json.dumps(meta, indent=1))
 
     @classmethod
@@ -166,10 +173,11 @@ class GarlicIndex:
         llm: LLM,
         embed_model: BaseEmbedding,
         attention_model: AttentionModel | str | Path | None = None,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> GarlicIndex:
-        """Reload an index written by :meth:`persist`. The attention model is optional at query time:
-        without it the search falls back to embedding similarity."""
+        """Reload an index written by :meth:`persist`. The attention model that weighted its edges
+        steers the search; without it the index runs in embedding mode (a warning says so), and a
+        different one is refused (its attention would not match the edges)."""
         folder = Path(persist_dir)
         meta_file = folder / "garlic.json"
         if not meta_file.is_file():
@@ -177,11 +185,24 @@ class GarlicIndex:
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"{folder} was written by an incompatible version (format {meta.get('format')})")
+        attention = load_attention_model(attention_model)
+        built_with = meta.get("attention_model")
+        if attention is not None and built_with is not None and attention.name != built_with:
+            raise ValueError(
+                f"{folder}: its edges were weighted by the attention of {built_with!r}, not {attention.name!r}; "
+                "load it with that model, with none (embedding mode), or rebuild"
+            )
+        if attention is None and built_with is not None:
+            warnings.warn(
+                f"{folder} was built with the attention model {built_with!r}; without it this index now runs in "
+                "embedding mode (the search scores nodes by embedding similarity)",
+                stacklevel=2,
+            )
         return cls(
             graph=SummaryGraph.load(folder),
             llm=cached_llm(llm, cache),
             embed_model=embed_model,
-            attention_model=load_attention_model(attention_model),
+            attention_model=attention,
             config=GarlicConfig(**meta["config"]),
             stats=meta["stats"],
         )

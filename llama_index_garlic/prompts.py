@@ -44,3 +44,11 @@ the same conversation, and "Rush" (the gold answer) to this prompt."""
 def bullet(text: str) -> str:
     """One node as a line of a prompt: ``* <text>`` (inner newlines flattened, as in Tables 4–5)."""
     return "* " + " ".join(text.split()) + "\n"
+
+INCOMPLETE_ANSWER = (
+    "Question:\n{question}\nInformation:\n{information}The information above may be incomplete. "
+    "Answer the question as concisely as you can from it.\nAnswer:"
+)
+"""Ours: the answer prompt of a search that stopped without the LLM's "Yes" (the window was full,
+``max_steps`` reached, or every node visited). Table 5's second turn would follow a "Yes" the model
+never said."""

@@ -43,6 +43,7 @@ def _metadata(result: SearchResult) -> dict[str, Any]:
         "scoring": result.scoring,
         "llm_calls": result.llm_calls,
         "answer_retries": result.answer_retries,
+        "complete": result.complete,
         "prompt_tokens": result.prompt_tokens,
         "seconds": round(result.seconds, 3),
         "attention_seconds": round(result.attention_seconds, 3),

@@ -7,14 +7,16 @@
    ``z = Eᵀa`` plus the query–node embedding similarity, each normalised to sum to 1
    (:func:`~llama_index_garlic.graph.next_node_scores`); the best is appended to S. ``a`` is the
    attention each visited node paid to the question, times its position (§3.2.2).
-4. After the p-th "Yes" the second turn asks for the answer, in the same conversation. When the
-   search ends for another reason the conversation still reads "Yes" there, so the answer turn
-   is always Table 5's (a small model shown its own "No" tends to answer "No").
+4. After the p-th "Yes" the second turn asks for the answer, in the same conversation (Table 5).
 
 The loop also ends when the next node would overflow the window (``budget``), after
-``max_steps`` nodes, or when every node is visited; the reason is recorded. A node is never
+``max_steps`` nodes, or when every node is visited; the reason is recorded. Such a search never
+got its "Yes": no "Yes" turn is invented for it — the answer is asked in one turn that says the
+information may be incomplete, and the result is marked ``complete=False``. A node is never
 visited twice. Without an attention model the scores are embedding similarity alone (Table 2's
-"w/o attention search"), with the same Yes/No control.
+"w/o attention search"), with the same Yes/No control. Without Dynamic Progress Control (Table 2's
+ablation) the search visits a fixed number of nodes and asks no Yes/No; it starts from at most
+``fixed_nodes / levels`` top-level nodes, the most similar to the query.
 
 KV reuse (Appendix C): the attention model keeps the prompt's keys and values between steps
 (:class:`~llama_index_garlic.attention.AttentionSession`); llama.cpp reuses the longest common
@@ -59,6 +61,9 @@ class Controller(Protocol):
     def answer(self, prompt: str, question: str) -> str:
         """The second-turn answer to ``question`` after the first turn ``prompt`` was answered "Yes"."""
 
+    def answer_incomplete(self, information: str, question: str) -> str:
+        """The answer to ``question`` from ``information`` when the search stopped without a "Yes"."""
+
 
 class LLMController:
     """Table 5 with a LlamaIndex LLM: constrained Yes/No where the backend allows it, parsed otherwise."""
@@ -84,6 +89,10 @@ class LLMController:
             text = self._ask([ChatMessage(role=MessageRole.USER, content=retry)])
         return text
 
+    def answer_incomplete(self, information: str, question: str) -> str:
+        prompt = prompts.INCOMPLETE_ANSWER.format(question=question, information=information)
+        return self._ask([ChatMessage(role=MessageRole.USER, content=prompt)])
+
     def _ask(self, messages: list[ChatMessage]) -> str:
         self.calls += 1
         return (self.llm.chat(messages).message.content or "").strip()
@@ -100,7 +109,8 @@ class SearchResult:
     replies: list[str]
     """The LLM's Yes/No after each step."""
     stop_reason: str
-    """``yes`` (p-th Yes), ``budget`` (window full), ``max_steps`` or ``exhausted`` (all visited)."""
+    """``yes`` (p-th Yes), ``budget`` (window full), ``max_steps``, ``exhausted`` (all visited) or
+    ``fixed_nodes`` (no Dynamic Progress Control)."""
     scoring: str
     """``attention+embedding``, ``attention``, or ``embedding``."""
     answer: str | None = None
@@ -110,10 +120,15 @@ class SearchResult:
     prompt_tokens: int = 0
     answer_retries: int = 0
     """Second turns asked again after a bare Yes/No (0 or 1)."""
+    complete: bool = True
+    """Whether the LLM said the visited nodes suffice; False: the answer was asked from what the
+    search had when it stopped for another reason."""
 
 
-def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int) -> list[int]:
+def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int, limit: int | None = None) -> list[int]:
     top = [graph.position[n.id] for n in graph.top_level]
+    if limit is not None:
+        top = sorted(top, key=lambda i: -similarity[i])[: max(1, limit)]
     if sum(graph.nodes[i].tokens + 2 for i in top) <= budget:
         return top
     chosen, used = [], 0
@@ -139,6 +154,8 @@ def graph_search(
     attention_search: bool = True,
     embedding_search: bool = True,
     kv_cache: bool = True,
+    dynamic_progress_control: bool = True,
+    fixed_nodes: int = 17,
     answer: bool = True,
 ) -> SearchResult:
     """Run §3.2 for ``question`` (see the module docstring). ``budget``: tokens of the first-turn prompt."""
@@ -169,7 +186,8 @@ def graph_search(
             chosen_scores.append(score)
             used += graph.nodes[i].tokens + 2
 
-    start = _initial(graph, similarity, room)
+    limit = None if dynamic_progress_control else fixed_nodes // len(graph.levels)
+    start = _initial(graph, similarity, room, limit)
     visit(start, [None] * len(start))
     calls_before = controller.calls
     replies: list[str] = []
@@ -180,11 +198,15 @@ def graph_search(
         return prompts.FIRST_TURN.format(question=question, information=information)
 
     while True:
-        reply = controller.sufficient(prompt())
-        replies.append(reply)
-        yes += reply == "Yes"
-        if yes >= stop_patience:
-            reason = "yes"
+        if dynamic_progress_control:
+            reply = controller.sufficient(prompt())
+            replies.append(reply)
+            yes += reply == "Yes"
+            if yes >= stop_patience:
+                reason = "yes"
+                break
+        elif len(order) >= fixed_nodes:
+            reason = "fixed_nodes"
             break
         if max_steps is not None and steps >= max_steps:
             reason = "max_steps"
@@ -214,11 +236,15 @@ def graph_search(
         scoring=("attention+embedding" if embedding_search else "attention") if use_attention else "embedding",
         prompt_tokens=count_tokens(final),
         attention_seconds=session.seconds if session is not None else 0.0,
+        complete=reason == "yes",
     )
-    if answer:
+    if answer and result.complete:
         echoes = getattr(controller, "echoes", 0)
         result.answer = controller.answer(final, question)
         result.answer_retries = getattr(controller, "echoes", 0) - echoes
+    elif answer:
+        information = "".join(prompts.bullet(graph.nodes[i].text) for i in order)
+        result.answer = controller.answer_incomplete(information, question)
     result.llm_calls = controller.calls - calls_before
     result.seconds = time.perf_counter() - started
     return result

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from multihop_rag import bundled
 from multihop_rag.aio import run_sync
-from multihop_rag.llamacpp_server import LlamaCppServer, OpenAIEndpoint
+from multihop_rag.llamacpp_server import RECORD_DELIMITER_FIELD, LlamaCppServer, OpenAIEndpoint
 
 __all__ = ["GraphRAGKG"]
 
@@ -103,6 +103,10 @@ def _embed_key(embed_model: BaseEmbedding) -> str:
     return key
 
 
+RECORD_SEPARATOR = "\n##\n"
+"""Between two records of GraphRAG's extraction format (its ``record_delimiter`` on a line of its own)."""
+
+
 def extraction_grammar(entity_types: Sequence[str]) -> str:
     """A GBNF grammar for GraphRAG's graph-extraction output format (its ``extract_graph`` prompt).
 
@@ -148,7 +152,10 @@ def _settings(
     models = {"default_completion_model": chat}
     if endpoint.grammar:
         grammar = extraction_grammar(entity_types)
-        models["graph_extraction_model"] = {**chat, "call_args": {**chat["call_args"], "extra_body": {"grammar": grammar}}}
+        # A reply cut at the token cap loses the record it was writing (the server drops it):
+        # GraphRAG would otherwise keep an entity whose description stops mid-word.
+        extra = {"grammar": grammar, RECORD_DELIMITER_FIELD: RECORD_SEPARATOR}
+        models["graph_extraction_model"] = {**chat, "call_args": {**chat["call_args"], "extra_body": extra}}
     return {
         "completion_models": models,
         "embedding_models": {

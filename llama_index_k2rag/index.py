@@ -114,7 +114,7 @@ class K2RAGIndex:
         vector_store: ChromaVectorStore | None = None,
         config: K2RAGConfig | None = None,
         show_progress: bool = True,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> K2RAGIndex:
         """Summarize, chunk and index ``documents``.
 
@@ -301,7 +301,7 @@ class K2RAGIndex:
         embed_model: BaseEmbedding,
         vector_store: ChromaVectorStore | None = None,
         summarizer: str | Path | Summarizer | None = None,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> K2RAGIndex:
         """Reload an index written by :meth:`persist`. ``summarizer`` overrides the one it was built
         with (needed when that was a :class:`Summarizer` object rather than a name or folder)."""

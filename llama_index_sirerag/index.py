@@ -113,10 +113,10 @@ class SiReRAGIndex:
         vector_store: BasePydanticVectorStore | None = None,
         config: SiReRAGConfig | None = None,
         show_progress: bool = True,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> SiReRAGIndex:
-        """Build the index. ``cache=True`` keeps LLM calls in ~/.cache/multihop-rag/llm_calls.sqlite
-        (a path chooses another file, ``False`` none); ``vector_store`` defaults to an in-memory Chroma."""
+        """Build the index. ``cache`` (a SQLite path) keeps LLM calls, so a killed build resumes;
+        ``vector_store`` defaults to an in-memory Chroma."""
         config = config or SiReRAGConfig()
         if not documents:
             raise ValueError("SiReRAGIndex needs at least one document")
@@ -382,7 +382,7 @@ class SiReRAGIndex:
         llm: LLM,
         embed_model: BaseEmbedding,
         vector_store: BasePydanticVectorStore | None = None,
-        cache: bool | str | Path | LLMCache = True,
+        cache: str | Path | LLMCache | None = None,
     ) -> SiReRAGIndex:
         """Reload an index written by :meth:`persist` (``vector_store``: where the pool lives, if not there)."""
         folder = Path(persist_dir)

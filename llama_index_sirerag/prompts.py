@@ -58,3 +58,7 @@ they loop), and the example is shortened (the figure's text is garbled in the pa
 
 ENTITY_MENTIONS = "This chunk mentions {entities}."
 """Ablation (E), §6.2: a chunk reduced to the entities it mentions."""
+
+EXAMPLE_ENTITIES = ("Eli Lilly", "Novo Nordisk", "tirzepatide", "semaglutide", "Mounjaro", "John Parker")
+"""The entities of the few-shot examples above (the paper's own, Figures 6-7); none appears in the
+bundled corpus or the datasets (a test checks)."""

@@ -17,6 +17,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,17 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.generic_utils import achat_to_completion_decorator, chat_to_completion_decorator
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ChatResponseGen, CompletionResponse
 from llama_index.core.llms.llm import LLM
+from llama_index.llms.ollama import Ollama
+from pydantic import Field
 
 from multihop_rag import bundled
-from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache
+from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
+from multihop_rag.calls import ContextOverflowError
 from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
+from multihop_rag.text import count_tokens
 
 __all__ = [
     "BackendError",
@@ -40,6 +47,7 @@ __all__ = [
     "resolve_embed_spec",
     "ollama_host",
     "ollama_models",
+    "OllamaLLM",
     "llama_index_llm",
     "chat_model",
     "llama_index_embedding",
@@ -96,31 +104,107 @@ def ollama_host() -> str:
     return f"{scheme}://{rest}".rstrip("/").replace("://0.0.0.0", "://127.0.0.1")
 
 
-def ollama_models(host: str | None = None, timeout: float = 1.5) -> list[str] | None:
-    """Names of the models an Ollama server has, or None when it does not answer."""
-    url = (host or ollama_host()) + "/api/tags"
+def _ollama_tags(host: str, timeout: float) -> dict[str, str] | None:
+    """Model name -> digest on an Ollama server, or None when it does not answer."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return [m["name"] for m in json.load(response).get("models", [])]
+        with urllib.request.urlopen(host + "/api/tags", timeout=timeout) as response:
+            return {m["name"]: str(m.get("digest") or "") for m in json.load(response).get("models", [])}
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def ollama_models(host: str | None = None, timeout: float = 1.5) -> list[str] | None:
+    """Names of the models an Ollama server has, or None when it does not answer."""
+    tags = _ollama_tags(host or ollama_host(), timeout)
+    return None if tags is None else list(tags)
 
 
 def _has_model(models: list[str], name: str) -> bool:
     return name in models or (":" not in name and f"{name}:latest" in models)
 
 
-def _check_ollama(name: str) -> str:
+def _check_ollama(name: str) -> tuple[str, str]:
+    """The server's URL and the model's digest; a missing server or model says how to fix it."""
     host = ollama_host()
-    models = ollama_models(host)
-    if models is None:
+    tags = _ollama_tags(host, 1.5)
+    if tags is None:
         raise BackendError(
             f"no Ollama server answers at {host}: start it with 'ollama serve', set OLLAMA_HOST to where it runs, "
             "or use the embedded model (--llm llamacpp:default)"
         )
-    if not _has_model(models, name):
+    if not _has_model(list(tags), name):
         raise BackendError(f"the Ollama server at {host} has no model {name!r}: run 'ollama pull {name}'")
-    return host
+    return host, tags.get(name) or tags.get(f"{name}:latest", "")
+
+
+class OllamaLLM(Ollama):
+    """LlamaIndex's ``Ollama`` with what a build needs from it.
+
+    - Per-call ``max_tokens`` and ``stop`` reach the server (as ``num_predict`` and ``stop``; the
+      base class sends only its own options).
+    - A prompt that does not fit ``context_window`` (Ollama's ``num_ctx``) raises
+      :class:`~multihop_rag.calls.ContextOverflowError` instead of being cut silently by the server:
+      before sending (estimated with tiktoken) and after (the server counted a full window).
+    - ``digest``: the model's digest on the server, part of LLM-call cache keys.
+    """
+
+    digest: str = Field(default="", description="The model's digest on the Ollama server (cache keys).")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OllamaLLM"
+
+    def _per_call(self, kwargs: dict[str, Any]) -> OllamaLLM:
+        options: dict[str, Any] = {}
+        if (max_tokens := kwargs.pop("max_tokens", None)) is not None:
+            options["num_predict"] = int(max_tokens)
+        if stop := kwargs.pop("stop", None):
+            options["stop"] = list(stop)
+        return self.model_copy(update={"additional_kwargs": {**self.additional_kwargs, **options}}) if options else self
+
+    def _check_fits(self, messages: Sequence[ChatMessage]) -> None:
+        window = self.context_window
+        reserve = int(self.additional_kwargs.get("num_predict") or 0)
+        estimate = sum(count_tokens(m.content or "") + 4 for m in messages)
+        if window > 0 and estimate + reserve > window:
+            raise ContextOverflowError(
+                f"a prompt of about {estimate} tokens plus {reserve} to generate does not fit the {window}-token "
+                f"context of {self.model} on Ollama (num_ctx); it would be cut silently: raise the context size "
+                "or shorten the input"
+            )
+
+    def _check_not_cut(self, raw: Any) -> None:
+        counted = int((raw or {}).get("prompt_eval_count") or 0)
+        if self.context_window > 0 and counted >= self.context_window:
+            raise ContextOverflowError(
+                f"Ollama cut the prompt to its {self.context_window}-token context (num_ctx) for {self.model}: "
+                "raise the context size or shorten the input"
+            )
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        llm = self._per_call(kwargs)
+        llm._check_fits(messages)
+        response = Ollama.chat(llm, messages, **kwargs)
+        llm._check_not_cut(response.raw)
+        return response
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        llm = self._per_call(kwargs)
+        llm._check_fits(messages)
+        response = await Ollama.achat(llm, messages, **kwargs)
+        llm._check_not_cut(response.raw)
+        return response
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        llm = self._per_call(kwargs)
+        llm._check_fits(messages)
+        return Ollama.stream_chat(llm, messages, **kwargs)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return chat_to_completion_decorator(self.chat)(prompt, **kwargs)
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return await achat_to_completion_decorator(self.achat)(prompt, **kwargs)
 
 
 def _env_or_auto(env: str, ollama_default: str, embedded: Spec) -> Spec:
@@ -183,18 +267,20 @@ def llama_index_llm(
     context_window: int = DEFAULT_CONTEXT,
     cache: str | Path | LLMCache | None = None,
 ) -> LLM:
-    """A LlamaIndex ``LLM`` for ``spec``; with ``cache`` (a SQLite path) calls are cached and counted."""
+    """A LlamaIndex ``LLM`` for ``spec``; with ``cache`` (a SQLite path) calls are cached and counted.
+    Thinking is off (thinking models answer directly)."""
     parsed = resolve_llm_spec(spec)
     llm: LLM
     if parsed.kind == "ollama":
-        from llama_index.llms.ollama import Ollama
-
-        llm = Ollama(
+        host, digest = _check_ollama(parsed.name)
+        llm = OllamaLLM(
             model=parsed.name,
-            base_url=_check_ollama(parsed.name),
+            base_url=host,
+            digest=digest,
             temperature=temperature,
             context_window=context_window,
             request_timeout=600.0,
+            thinking=False,
             additional_kwargs={"num_predict": max_tokens, "seed": 0},
         )
     else:
@@ -214,25 +300,30 @@ def chat_model(
     context_window: int = DEFAULT_CONTEXT,
     cache: str | Path | LLMCache | None = None,
 ) -> BaseChatModel:
-    """A LangChain chat model for ``spec``; with ``cache`` (a SQLite path) calls are cached."""
+    """A LangChain chat model for ``spec``; with ``cache`` (a SQLite path or an ``LLMCache``) calls are
+    cached, keyed with the model's digest. Thinking is off (thinking models answer directly)."""
     parsed = resolve_llm_spec(spec)
-    extra: dict[str, Any] = {}
-    if cache is not None:
-        extra["cache"] = SQLiteChatCache(cache)
     if parsed.kind == "ollama":
         from langchain_ollama import ChatOllama
 
+        host, digest = _check_ollama(parsed.name)
         return ChatOllama(
             model=parsed.name,
-            base_url=_check_ollama(parsed.name),
+            base_url=host,
             temperature=temperature,
             num_predict=max_tokens,
             num_ctx=context_window,
             seed=0,
-            **extra,
+            reasoning=False,
+            cache=SQLiteChatCache(cache, identity=f"ollama:{digest}") if cache is not None else None,
         )
+    path = _gguf(parsed.name)
     return LlamaCppChatModel(
-        model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, n_ctx=context_window, **extra
+        model_path=path,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        n_ctx=context_window,
+        cache=SQLiteChatCache(cache, identity=f"gguf:{file_digest(path)}") if cache is not None else None,
     )
 
 
@@ -242,7 +333,7 @@ def llama_index_embedding(spec: str | None = None) -> BaseEmbedding:
     if parsed.kind == "ollama":
         from llama_index.embeddings.ollama import OllamaEmbedding
 
-        return OllamaEmbedding(model_name=parsed.name, base_url=_check_ollama(parsed.name))
+        return OllamaEmbedding(model_name=parsed.name, base_url=_check_ollama(parsed.name)[0])
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     return HuggingFaceEmbedding(model_name=_st_path(parsed.name), device="cpu", show_progress_bar=False)
@@ -254,7 +345,7 @@ def langchain_embeddings(spec: str | None = None) -> Embeddings:
     if parsed.kind == "ollama":
         from langchain_ollama import OllamaEmbeddings
 
-        return OllamaEmbeddings(model=parsed.name, base_url=_check_ollama(parsed.name))
+        return OllamaEmbeddings(model=parsed.name, base_url=_check_ollama(parsed.name)[0])
     from langchain_huggingface import HuggingFaceEmbeddings
 
     return HuggingFaceEmbeddings(model_name=_st_path(parsed.name), model_kwargs={"device": "cpu"})

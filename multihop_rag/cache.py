@@ -1,9 +1,17 @@
 """Persistent LLM-call cache (SQLite), so an interrupted index build resumes where it stopped.
 
-Every finished call is committed at once, keyed by the model, the prompt or messages and the
-call's parameters. Re-running a killed build answers its finished calls from disk.
+The cache belongs to an index: its file lies beside the index's persisted files (or where the user
+says), never in one global file that quietly keeps a copy of every corpus. Clear it by deleting the
+file, or with :meth:`LLMCache.clear`.
 
-- LlamaIndex: :class:`CachedLLM` wraps any ``LLM`` (and counts calls, hits and tokens).
+A key holds everything that changes an output: the model's identity (its GGUF file's SHA-256 or
+its Ollama digest, with every setting of the model object: server URL, context size, token cap,
+temperature, seed, thinking), the prompt or messages, and the call's own parameters (token cap,
+stop sequences, JSON schema). Empty replies and errors are never stored; a reply's finish reason
+is, so a reply cut at the token limit is known as one when it comes back from the cache.
+
+- LlamaIndex: :class:`CachedLLM` wraps any ``LLM`` and counts calls, cache hits, tokens and the
+  time calls were in flight (:class:`~multihop_rag.usage.Usage`).
 - LangChain: :class:`SQLiteChatCache` is a ``BaseCache``; pass it as ``cache=`` to any chat model;
   :class:`UsageCallback` counts a chat model's calls and tokens.
 Both share one file format, :class:`LLMCache`.
@@ -13,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +49,77 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
-__all__ = ["LLMCache", "CachedLLM", "SQLiteChatCache", "Usage", "UsageCallback", "cache_key", "cached_llm"]
+from multihop_rag.calls import finish_reason, strip_thinking
+from multihop_rag.usage import CallClock, Usage
+
+__all__ = [
+    "LLMCache",
+    "CachedLLM",
+    "SQLiteChatCache",
+    "UsageCallback",
+    "cache_key",
+    "cached_llm",
+    "model_identity",
+    "file_digest",
+]
+
+VOLATILE = frozenset({"request_timeout", "timeout", "keep_alive", "headers", "callback_manager", "class_name"})
+"""Model settings that do not change an output (left out of cache keys)."""
 
 
-def cache_key(model: str, payload: Any, params: dict[str, Any] | None = None) -> str:
-    """Stable key for one call: SHA-256 of model, prompt/messages and parameters."""
+def cache_key(model: Any, payload: Any, params: dict[str, Any] | None = None) -> str:
+    """Stable key for one call: SHA-256 of the model's identity, the prompt/messages and the call's parameters."""
     blob = json.dumps({"model": model, "payload": payload, "params": params or {}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def file_digest(path: str | Path) -> str:
+    """SHA-256 of a model file, computed once per process (a ``<file>.sha256`` beside it is trusted)."""
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, int(stat.st_mtime))
+    with _DIGESTS_LOCK:
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+    recorded = path.with_name(path.name + ".sha256")
+    if recorded.is_file():
+        digest = recorded.read_text().strip()
+    else:
+        sha = hashlib.sha256()
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 24):
+                sha.update(block)
+        digest = sha.hexdigest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = digest
+    return digest
+
+
+def model_identity(llm: LLM) -> dict[str, Any]:
+    """What identifies ``llm``'s outputs: its class, every setting but the volatile ones, and the
+    weights' digest (``digest`` attribute, else the SHA-256 of ``model_path``)."""
+    settings = {k: v for k, v in llm.to_dict().items() if k not in VOLATILE}
+    digest = getattr(llm, "digest", None)
+    if not digest and (path := getattr(llm, "model_path", None)) and os.path.isfile(path):
+        digest = file_digest(path)
+    return {"class": type(llm).__name__, "digest": digest, **settings}
+
+
 class LLMCache:
-    """A key -> text store in one SQLite file, safe to share between threads."""
+    """A key -> JSON store in one SQLite file (``":memory:"`` for none on disk), safe between threads."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path) if str(path) != ":memory:" else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(str(self.path or ":memory:"), check_same_thread=False, isolation_level=None)
+        if self.path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
 
     def get(self, key: str) -> str | None:
@@ -74,7 +135,7 @@ class LLMCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+            return int(self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def clear(self) -> None:
         with self._lock:
@@ -84,44 +145,26 @@ class LLMCache:
         with self._lock:
             self._db.close()
 
-
-@dataclass
-class Usage:
-    """What an LLM spent: calls made, calls answered from the cache, tokens and seconds."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-    def __sub__(self, other: Usage) -> Usage:
-        """What was spent between two snapshots (``after - before``)."""
-        a, b = asdict(self), asdict(other)
-        return Usage(**{k: a[k] - b[k] for k in a})
+    def describe(self) -> dict[str, Any]:
+        """Where the cache is and how many replies it holds (for an index's ``stats()``)."""
+        return {"path": str(self.path) if self.path else None, "entries": len(self)}
 
 
 def _tokens_from_raw(raw: Any) -> tuple[int, int]:
-    """(prompt, completion) tokens from a llama.cpp or Ollama raw response, 0 if absent."""
-    if not isinstance(raw, dict):
-        raw = getattr(raw, "__dict__", {}) or {}
-    usage = raw.get("usage") or {}
+    """(prompt, completion) tokens from a llama.cpp, OpenAI or Ollama raw response, 0 if absent."""
+    if raw is None:
+        return 0, 0
+    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
+    usage = get("usage") or {}
     if usage:
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    return int(raw.get("prompt_eval_count") or 0), int(raw.get("eval_count") or 0)
-
-
-def _model_id(llm: LLM) -> str:
-    meta = llm.metadata
-    params = {k: getattr(llm, k) for k in ("temperature", "max_tokens", "context_window") if hasattr(llm, k)}
-    return f"{type(llm).__name__}:{meta.model_name}:{json.dumps(params, sort_keys=True, default=str)}"
+        uget = usage.get if isinstance(usage, dict) else lambda key, default=None: getattr(usage, key, default)
+        return int(uget("prompt_tokens") or 0), int(uget("completion_tokens") or 0)
+    return int(get("prompt_eval_count") or 0), int(get("eval_count") or 0)
 
 
 class CachedLLM(LLM):
-    """A LlamaIndex ``LLM`` that answers repeated calls from an :class:`LLMCache` and counts usage.
+    """A LlamaIndex ``LLM`` that answers repeated calls from an :class:`LLMCache` (or none: it then
+    only counts) and counts usage. A reply with a thinking block comes back without it.
 
     Streaming calls pass through uncached. ``usage`` counts only calls that reached the model,
     plus ``cache_hits``.
@@ -130,9 +173,11 @@ class CachedLLM(LLM):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     inner: LLM = Field(description="The LLM that answers cache misses.")
-    cache: LLMCache = Field(description="Where finished calls are stored.")
+    cache: LLMCache | None = Field(default=None, description="Where finished calls are stored (None: nowhere).")
     _usage: Usage = PrivateAttr(default_factory=Usage)
+    _clock: CallClock = PrivateAttr(default_factory=CallClock)
     _usage_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _identity: dict[str, Any] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -144,70 +189,100 @@ class CachedLLM(LLM):
 
     @property
     def usage(self) -> Usage:
-        return self._usage
+        """A snapshot of what the wrapped LLM spent so far."""
+        with self._usage_lock:
+            snapshot = Usage(**self._usage.as_dict())
+        snapshot.busy_seconds = self._clock.busy()
+        return snapshot
 
     def _key(self, payload: Any, kwargs: dict[str, Any]) -> str:
-        return cache_key(_model_id(self.inner), payload, kwargs)
+        if self._identity is None:
+            self._identity = model_identity(self.inner)
+        return cache_key(self._identity, payload, kwargs)
 
-    def _record(self, raw: Any, started: float) -> None:
+    def _lookup(self, key: str) -> dict[str, Any] | None:
+        if self.cache is None or (value := self.cache.get(key)) is None:
+            return None
+        with self._usage_lock:
+            self._usage.cache_hits += 1
+        return json.loads(value)
+
+    def _store(self, key: str, text: str, raw: Any, started: float, token: int) -> str:
+        """Count the call; keep a non-empty reply (without thinking) with its finish reason."""
+        self._clock.stop(token)
         prompt, completion = _tokens_from_raw(raw)
         with self._usage_lock:
             self._usage.calls += 1
             self._usage.prompt_tokens += prompt
             self._usage.completion_tokens += completion
             self._usage.seconds += time.perf_counter() - started
+        text, _ = strip_thinking(text or "")
+        if self.cache is not None and text.strip():
+            record = {"text": text, "finish_reason": finish_reason(raw), "completion_tokens": completion}
+            self.cache.put(key, json.dumps(record))
+        return text
 
-    def _hit(self) -> None:
-        with self._usage_lock:
-            self._usage.cache_hits += 1
+    @staticmethod
+    def _raw(hit: dict[str, Any]) -> dict[str, Any]:
+        return {"finish_reason": hit.get("finish_reason"), "cached": True,
+                "usage": {"prompt_tokens": 0, "completion_tokens": hit.get("completion_tokens", 0)}}
 
     @staticmethod
     def _messages_payload(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
         return [{"role": str(m.role.value), "content": m.content or ""} for m in messages]
 
+    def _chat_response(self, text: str, raw: Any) -> ChatResponse:
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), raw=raw)
+
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         key = self._key(self._messages_payload(messages), kwargs)
-        if (text := self.cache.get(key)) is not None:
-            self._hit()
-            return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
-        started = time.perf_counter()
-        response = self.inner.chat(messages, **kwargs)
-        self._record(response.raw, started)
-        self.cache.put(key, response.message.content or "")
-        return response
+        if (hit := self._lookup(key)) is not None:
+            return self._chat_response(hit["text"], self._raw(hit))
+        started, token = time.perf_counter(), self._clock.start()
+        try:
+            response = self.inner.chat(messages, **kwargs)
+        except BaseException:
+            self._clock.stop(token)
+            raise
+        text = self._store(key, response.message.content or "", response.raw, started, token)
+        return self._chat_response(text, response.raw)
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         key = self._key({"prompt": prompt, "formatted": formatted}, kwargs)
-        if (text := self.cache.get(key)) is not None:
-            self._hit()
-            return CompletionResponse(text=text)
-        started = time.perf_counter()
-        response = self.inner.complete(prompt, formatted=formatted, **kwargs)
-        self._record(response.raw, started)
-        self.cache.put(key, response.text)
-        return response
+        if (hit := self._lookup(key)) is not None:
+            return CompletionResponse(text=hit["text"], raw=self._raw(hit))
+        started, token = time.perf_counter(), self._clock.start()
+        try:
+            response = self.inner.complete(prompt, formatted=formatted, **kwargs)
+        except BaseException:
+            self._clock.stop(token)
+            raise
+        return CompletionResponse(text=self._store(key, response.text, response.raw, started, token), raw=response.raw)
 
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         key = self._key(self._messages_payload(messages), kwargs)
-        if (text := self.cache.get(key)) is not None:
-            self._hit()
-            return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
-        started = time.perf_counter()
-        response = await self.inner.achat(messages, **kwargs)
-        self._record(response.raw, started)
-        self.cache.put(key, response.message.content or "")
-        return response
+        if (hit := self._lookup(key)) is not None:
+            return self._chat_response(hit["text"], self._raw(hit))
+        started, token = time.perf_counter(), self._clock.start()
+        try:
+            response = await self.inner.achat(messages, **kwargs)
+        except BaseException:
+            self._clock.stop(token)
+            raise
+        text = self._store(key, response.message.content or "", response.raw, started, token)
+        return self._chat_response(text, response.raw)
 
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         key = self._key({"prompt": prompt, "formatted": formatted}, kwargs)
-        if (text := self.cache.get(key)) is not None:
-            self._hit()
-            return CompletionResponse(text=text)
-        started = time.perf_counter()
-        response = await self.inner.acomplete(prompt, formatted=formatted, **kwargs)
-        self._record(response.raw, started)
-        self.cache.put(key, response.text)
-        return response
+        if (hit := self._lookup(key)) is not None:
+            return CompletionResponse(text=hit["text"], raw=self._raw(hit))
+        started, token = time.perf_counter(), self._clock.start()
+        try:
+            response = await self.inner.acomplete(prompt, formatted=formatted, **kwargs)
+        except BaseException:
+            self._clock.stop(token)
+            raise
+        return CompletionResponse(text=self._store(key, response.text, response.raw, started, token), raw=response.raw)
 
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         return self.inner.stream_chat(messages, **kwargs)
@@ -228,21 +303,35 @@ _CACHED_TYPES = [Generation, GenerationChunk, ChatGeneration, ChatGenerationChun
 
 
 class SQLiteChatCache(BaseCache):
-    """LangChain ``BaseCache`` on an :class:`LLMCache` file: ``chat_model(..., cache=SQLiteChatCache(path))``."""
+    """LangChain ``BaseCache`` on an :class:`LLMCache` file: ``chat_model(..., cache=SQLiteChatCache(path))``.
 
-    def __init__(self, path: str | Path | LLMCache):
+    ``identity`` (the model's digest) joins LangChain's own description of the model in every key;
+    ``hits`` counts lookups the cache answered. Empty generations are not stored.
+    """
+
+    def __init__(self, path: str | Path | LLMCache, identity: str = ""):
         self.store = path if isinstance(path, LLMCache) else LLMCache(path)
+        self.identity = identity
+        self.hits = 0
+        self._lock = threading.Lock()
+
+    def _key(self, prompt: str, llm_string: str) -> str:
+        return cache_key({"identity": self.identity, "llm": llm_string}, prompt)
 
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
-        text = self.store.get(cache_key(llm_string, prompt))
+        text = self.store.get(self._key(prompt, llm_string))
         if text is None:
             return None
+        with self._lock:
+            self.hits += 1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # langchain_core.load is marked beta
             return [loads(g, allowed_objects=_CACHED_TYPES) for g in json.loads(text)]
 
     def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
-        self.store.put(cache_key(llm_string, prompt), json.dumps([dumps(g) for g in return_val]))
+        if not any(g.text.strip() for g in return_val):
+            return
+        self.store.put(self._key(prompt, llm_string), json.dumps([dumps(g) for g in return_val]))
 
     def clear(self, **kwargs: Any) -> None:
         self.store.clear()
@@ -250,8 +339,8 @@ class SQLiteChatCache(BaseCache):
 
 class UsageCallback(BaseCallbackHandler):
     """Counts a LangChain chat model's calls and tokens into a :class:`Usage`:
-    ``model.callbacks = [UsageCallback(usage)]``. Calls answered by a LangChain cache count as
-    calls too (LangChain reports them like any other)."""
+    ``model.callbacks = [UsageCallback(usage)]``. LangChain reports a call its cache answered like
+    any other: subtract the cache's ``hits`` (:class:`SQLiteChatCache`) to count calls made."""
 
     def __init__(self, usage: Usage | None = None):
         self.usage = usage or Usage()
@@ -270,14 +359,10 @@ class UsageCallback(BaseCallbackHandler):
                     self.usage.completion_tokens += int(meta.get("output_tokens", 0))
 
 
-def cached_llm(llm: LLM, cache: bool | str | Path | LLMCache | None) -> LLM:
-    """``llm`` behind an :class:`LLMCache`: ``True`` the shared ~/.cache/multihop-rag/llm_calls.sqlite,
-    a path another file, an ``LLMCache`` itself; ``False``/``None`` (or an already cached LLM) unchanged."""
-    if isinstance(llm, CachedLLM) or not cache:
+def cached_llm(llm: LLM, cache: str | Path | LLMCache | None) -> CachedLLM:
+    """``llm`` behind an :class:`LLMCache` at ``cache`` (a path or an ``LLMCache``; ``None``: counted, not
+    cached). An already wrapped LLM is returned as it is."""
+    if isinstance(llm, CachedLLM):
         return llm
-    from multihop_rag import bundled
-
-    store = cache if isinstance(cache, LLMCache) else LLMCache(
-        bundled.cache_dir() / "llm_calls.sqlite" if cache is True else cache
-    )
+    store = cache if isinstance(cache, LLMCache) or cache is None else LLMCache(cache)
     return CachedLLM(inner=llm, cache=store)

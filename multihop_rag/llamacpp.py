@@ -37,7 +37,9 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field
 
-__all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama"]
+from multihop_rag.calls import ContextOverflowError
+
+__all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama", "count_model_tokens"]
 
 _MODELS: dict[tuple[str, int], Any] = {}
 _LOCKS: dict[tuple[str, int], threading.Lock] = {}
@@ -76,11 +78,23 @@ def _response_format(format: str | dict[str, Any] | None) -> dict[str, Any] | No
     return {"type": "json_object", "schema": format}
 
 
+def count_model_tokens(model_path: str | Path, text: str, n_ctx: int = DEFAULT_CONTEXT) -> int:
+    """Tokens of ``text`` in the model's own vocabulary."""
+    llama, lock = load_llama(model_path, n_ctx)
+    with lock:
+        return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
 def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
     llama, lock = load_llama(model_path, n_ctx)
     response_format = _response_format(params.pop("format", None))
     with lock:
-        return llama.create_chat_completion(messages=messages, response_format=response_format, **params)
+        try:
+            return llama.create_chat_completion(messages=messages, response_format=response_format, **params)
+        except ValueError as exc:
+            if "context window" in str(exc):
+                raise ContextOverflowError(f"{Path(model_path).name}: {exc}; shorten the input or raise n_ctx") from None
+            raise
 
 
 def _stream_chat(
@@ -138,6 +152,10 @@ class LlamaCppLLM(CustomLLM):
     @staticmethod
     def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
         return [{"role": m.role.value, "content": m.content or ""} for m in messages]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's own vocabulary."""
+        return count_model_tokens(self.model_path, text, self.context_window)
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -232,6 +250,10 @@ class LlamaCppChatModel(BaseChatModel):
     @staticmethod
     def _messages(messages: list[BaseMessage]) -> list[dict[str, str]]:
         return [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+
+    def get_num_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's own vocabulary (LangChain's default would fetch GPT-2's)."""
+        return count_model_tokens(self.model_path, text, self.n_ctx)
 
     def _generate(
         self,

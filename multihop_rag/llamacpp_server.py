@@ -10,6 +10,11 @@ app plus one adapter. OpenAI clients (litellm, hence GraphRAG) ask for structure
 ``response_format={"type": "json_schema", "json_schema": {"schema": …}}``; llama-cpp-python
 0.3.x only accepts ``{"type": "json_object", "schema": …}`` (and answers 500 otherwise), so
 :func:`rewrite_response_format` translates the request — the schema still becomes a grammar.
+
+A request may also carry ``x_record_delimiter``: its reply is a list of records separated by that
+string, and when generation stops at the token limit the record being written is a fragment —
+:func:`drop_cut_record` cuts the reply back to its last complete record before the client sees it
+(GraphRAG's extraction records, which GraphRAG would otherwise keep with a cut description).
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from llama_index.core.llms.llm import LLM
 
 from multihop_rag.backends import BackendError
 
-__all__ = ["LlamaCppServer", "OpenAIEndpoint", "openai_endpoint", "rewrite_response_format"]
+__all__ = ["LlamaCppServer", "OpenAIEndpoint", "openai_endpoint", "rewrite_response_format", "drop_cut_record"]
+
+RECORD_DELIMITER_FIELD = "x_record_delimiter"
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,37 @@ def rewrite_response_format(body: bytes) -> bytes:
     return json.dumps(request).encode()
 
 
+def drop_cut_record(content: str, delimiter: str) -> str:
+    """``content`` (records separated by ``delimiter``) without the last record, which a reply cut at
+    the token limit was still writing; nothing when not one record was finished."""
+    at = content.rfind(delimiter)
+    return content[:at] if at >= 0 else ""
+
+
+def _pop_record_delimiter(body: bytes) -> tuple[bytes, str | None]:
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body, None
+    if not isinstance(request, dict) or RECORD_DELIMITER_FIELD not in request:
+        return body, None
+    delimiter = request.pop(RECORD_DELIMITER_FIELD)
+    return json.dumps(request).encode(), str(delimiter)
+
+
+def _drop_cut_records_in(body: bytes, delimiter: str) -> bytes:
+    try:
+        response = json.loads(body)
+        choices = response["choices"]
+    except (ValueError, KeyError, TypeError):
+        return body
+    for choice in choices:
+        message = choice.get("message") or {}
+        if choice.get("finish_reason") == "length" and isinstance(message.get("content"), str):
+            message["content"] = drop_cut_record(message["content"], delimiter)
+    return json.dumps(response).encode()
+
+
 class _JsonSchemaAdapter:
     """ASGI middleware applying :func:`rewrite_response_format` to chat-completion requests."""
 
@@ -194,7 +232,7 @@ class _JsonSchemaAdapter:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        body = rewrite_response_format(body)
+        body, delimiter = _pop_record_delimiter(rewrite_response_format(body))
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -206,7 +244,27 @@ class _JsonSchemaAdapter:
 
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
         headers.append((b"content-length", str(len(body)).encode()))
-        await self.app({**scope, "headers": headers}, replay, send)
+        if delimiter is None:
+            await self.app({**scope, "headers": headers}, replay, send)
+            return
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def hold(message: dict[str, Any]) -> None:
+            """Keep the whole (non-streamed) response to rewrite a cut reply before sending it."""
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            payload = _drop_cut_records_in(b"".join(chunks), delimiter)
+            out_headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
+            out_headers.append((b"content-length", str(len(payload)).encode()))
+            await send({**start, "headers": out_headers})
+            await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+        await self.app({**scope, "headers": headers}, replay, hold)
 
 
 def _exit_with_parent(parent_pid: int, interval: float = 1.0) -> threading.Thread:

@@ -19,7 +19,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from multihop_rag.corpus import Passage
-from multihop_rag.stores import StoreError, chroma_vector_store
+from multihop_rag.stores import StoreError, chroma_vector_store, stored_ids
 
 __all__ = ["ANSWER_PROMPT", "Answer", "Evidence", "NaiveRAG", "evidence_from_nodes"]
 
@@ -96,7 +96,7 @@ class NaiveRAG:
     ) -> NaiveRAG:
         """Embed ``passages`` into ``store`` (a folder, a Chroma URL or None for memory), skipping done ones."""
         vector_store = chroma_vector_store(store, collection)
-        done = set(vector_store._collection.get(include=[])["ids"])
+        done = stored_ids(vector_store)
         todo = [_node(p) for p in passages if p.id not in done]
         storage = StorageContext.from_defaults(vector_store=vector_store)
         index = VectorStoreIndex(
@@ -116,12 +116,12 @@ class NaiveRAG:
     ) -> NaiveRAG:
         """Open an index built by :meth:`build`."""
         vector_store = chroma_vector_store(store, collection)
-        if vector_store._collection.count() == 0:
+        if not stored_ids(vector_store):
             raise StoreError(f"the store {store} has no indexed passages: run 'multihop-rag index' first")
         return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), llm, similarity_top_k)
 
     def __len__(self) -> int:
-        return self.index.vector_store._collection.count()
+        return len(stored_ids(self.index.vector_store))
 
     def answer(self, question: str) -> Answer:
         """Retrieve the top-k passages and answer in a few words."""

@@ -205,16 +205,16 @@ class ReSPRunner:
 
     def build(self, passages: Sequence[Passage], models: Models, folder: Path) -> dict[str, Any]:
         from langchain_resp import build_resp_graph
-        from multihop_rag.stores import langchain_chroma
+        from multihop_rag.stores import langchain_chroma, lc_stored_ids
 
         self.store = langchain_chroma(folder, "resp", models.lc_embed)
-        done = set(self.store._collection.get(include=[])["ids"])
+        done = lc_stored_ids(self.store)
         todo = [p for p in passages if p.id not in done]
         for start in range(0, len(todo), 64):  # small batches: a killed build keeps what it wrote
             part = todo[start : start + 64]
             self.store.add_documents([p.to_langchain() for p in part], ids=[p.id for p in part])
         self.graph = build_resp_graph(models.chat, self.store.as_retriever(search_kwargs={"k": 5}))
-        return {"pool_size": self.store._collection.count()}
+        return {"pool_size": len(lc_stored_ids(self.store))}
 
     def answer(self, question: str) -> Answer:
         def run() -> tuple[str, list[Evidence]]:
@@ -234,7 +234,7 @@ class HiRAGRunner:
         from langgraph_hirag import HierarchicalCorpus, build_hirag_graph
 
         if (folder / "hirag.json").is_file():
-            self.corpus = HierarchicalCorpus.load(folder, models.lc_embed)
+            self.corpus = HierarchicalCorpus.from_persist_dir(folder, models.lc_embed)
         else:
             self.corpus = HierarchicalCorpus.from_documents(passages, models.lc_embed)
             self.corpus.persist(folder)
@@ -244,7 +244,8 @@ class HiRAGRunner:
     def answer(self, question: str) -> Answer:
         def run() -> tuple[str, list[Evidence]]:
             state = self.graph.invoke({"question": question})
-            ids = list(dict.fromkeys(a["chunk_id"] for t in state.get("trace", []) for a in t["attempts"] if a.get("chunk_id")))
+            tried = [[a["chunk_id"] for a in t["attempts"] if a.get("chunk_id")] + t["rewrite_hits"] for t in state.get("trace", [])]
+            ids = list(dict.fromkeys(i for chunk_ids in tried for i in chunk_ids))
             return state["answer"], _lc_evidence(self.corpus.vector_store, ids)
 
         return _timed(question, run)

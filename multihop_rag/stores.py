@@ -1,24 +1,52 @@
-"""ChromaDB, the default vector store: a folder (persistent), a server URL, or in memory, for
-LlamaIndex (``chroma_vector_store``) and LangChain (``langchain_chroma``).
+"""Every vector-store access of the package: ChromaDB (a folder, a server URL, or in memory) for
+LlamaIndex and LangChain, and the few operations the indexes need on *any* store — which ids it
+holds, deleting and clearing, the distance space of its scores, a metadata filter in its dialect.
 
-Collections are made with no Chroma embedding function: embeddings always come from the
-framework's embedding model, so Chroma never tries to download its own.
+Collections are made with the cosine space and no Chroma embedding function: embeddings always
+come from the framework's embedding model, so Chroma never tries to download its own.
+
+A build writes into an empty store: :func:`ensure_empty` refuses a store that holds another
+build's entries (one line naming the store and the ``overwrite`` option) or clears it when asked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import chromadb
 from chromadb.config import Settings
+from llama_index.core.vector_stores.simple import SimpleVectorStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-__all__ = ["StoreError", "chroma_client", "chroma_collection", "chroma_vector_store", "langchain_chroma", "is_server"]
+__all__ = [
+    "StoreError",
+    "is_server",
+    "chroma_client",
+    "chroma_collection",
+    "chroma_vector_store",
+    "langchain_chroma",
+    "stored_ids",
+    "delete_ids",
+    "clear_store",
+    "ensure_empty",
+    "describe_store",
+    "distance_space",
+    "cosine_from_distance",
+    "query_distances",
+    "stored_embeddings",
+    "lc_stored_ids",
+    "lc_delete_ids",
+    "lc_metadata_filter",
+    "copy_langchain_chroma",
+]
 
 
 class StoreError(ValueError):
-    """A store is missing, empty or was built differently; the message says what to do."""
+    """A store is missing, empty, unreachable or holds something else; the message says what to do."""
 
 
 def is_server(store: str | Path | None) -> bool:
@@ -32,12 +60,15 @@ def chroma_client(store: str | Path | None = None) -> chromadb.ClientAPI:
         return chromadb.EphemeralClient(settings=settings)
     if is_server(store):
         url = urlparse(str(store))
-        return chromadb.HttpClient(
-            host=url.hostname or "127.0.0.1",
-            port=url.port or 8000,
-            ssl=url.scheme == "https",
-            settings=settings,
-        )
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname or "127.0.0.1", port=url.port or 8000, ssl=url.scheme == "https", settings=settings
+            )
+        except Exception as exc:  # chromadb raises ValueError/ConnectionError variants for an unreachable server
+            raise StoreError(
+                f"no Chroma server answers at {store} ({type(exc).__name__}): start one with "
+                f"'chroma run --host {url.hostname or '127.0.0.1'} --port {url.port or 8000} --path <folder>', or give a folder"
+            ) from None
     path = Path(store).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=settings)
@@ -53,7 +84,7 @@ def chroma_vector_store(store: str | Path | None, name: str) -> ChromaVectorStor
     return ChromaVectorStore(chroma_collection=chroma_collection(chroma_client(store), name))
 
 
-def langchain_chroma(store: str | Path | None, name: str, embeddings):
+def langchain_chroma(store: str | Path | None, name: str, embeddings: Any) -> Any:
     """A LangChain ``Chroma`` vector store on collection ``name`` of ``store``, embedding with ``embeddings``."""
     from langchain_chroma import Chroma
 
@@ -63,3 +94,143 @@ def langchain_chroma(store: str | Path | None, name: str, embeddings):
         embedding_function=embeddings,
         collection_metadata={"hnsw:space": "cosine"},
     )
+
+
+# ---- any LlamaIndex vector store ---------------------------------------------------------------
+
+
+def stored_ids(vector_store: BasePydanticVectorStore) -> set[str]:
+    """Ids of every entry in a LlamaIndex vector store."""
+    if isinstance(vector_store, ChromaVectorStore):
+        return set(vector_store.client.get(include=[])["ids"])
+    if isinstance(vector_store, SimpleVectorStore):
+        return set(vector_store.data.embedding_dict)
+    return {node.node_id for node in vector_store.get_nodes(node_ids=None)}
+
+
+def delete_ids(vector_store: BasePydanticVectorStore, ids: Iterable[str]) -> None:
+    ids = list(ids)
+    for start in range(0, len(ids), 1024):
+        vector_store.delete_nodes(node_ids=ids[start : start + 1024])
+
+
+def clear_store(vector_store: BasePydanticVectorStore) -> None:
+    """Remove every entry (ids known first, then deleted in batches: Chroma's own clear loads all of them)."""
+    delete_ids(vector_store, stored_ids(vector_store))
+
+
+def describe_store(vector_store: BasePydanticVectorStore) -> str:
+    """A name for the store in messages: its Chroma collection, or its class."""
+    if isinstance(vector_store, ChromaVectorStore):
+        return f"Chroma collection {vector_store.client.name!r}"
+    return type(vector_store).__name__
+
+
+def ensure_empty(vector_store: BasePydanticVectorStore, *, overwrite: bool, where: str = "") -> None:
+    """Refuse to build into a store that holds entries (another corpus, an earlier build), or clear it
+    with ``overwrite=True``: an index's store must hold exactly its own pool."""
+    present = stored_ids(vector_store)
+    if not present:
+        return
+    if not overwrite:
+        raise StoreError(
+            f"{describe_store(vector_store)}{' in ' + where if where else ''} already holds {len(present)} entries "
+            "from another build: pass overwrite=True (command line: --overwrite) to replace them, or use an empty store"
+        )
+    delete_ids(vector_store, present)
+
+
+def distance_space(vector_store: BasePydanticVectorStore) -> str:
+    """The distance a Chroma collection reports (``cosine``, ``l2`` or ``ip``), from its own metadata."""
+    if isinstance(vector_store, ChromaVectorStore):
+        collection = vector_store.client
+        configuration = getattr(collection, "configuration_json", None)
+        if isinstance(configuration, dict) and isinstance(hnsw := configuration.get("hnsw"), dict):
+            return str(hnsw.get("space", "l2"))
+        return str((collection.metadata or {}).get("hnsw:space", "l2"))
+    return "cosine"
+
+
+def cosine_from_distance(distance: float, space: str, query_norm: float = 1.0, stored_norm: float = 1.0) -> float:
+    """The cosine similarity behind a Chroma distance in ``space``: cosine distance is ``1 - cos``;
+    squared l2 between vectors of norms a, b is ``a² + b² - 2ab·cos``; inner product is ``1 - q·x``."""
+    if space == "cosine":
+        return 1.0 - distance
+    if space == "l2":
+        denominator = 2 * query_norm * stored_norm
+        return (query_norm**2 + stored_norm**2 - distance) / denominator if denominator else 0.0
+    if space == "ip":
+        denominator = query_norm * stored_norm
+        return (1.0 - distance) / denominator if denominator else 0.0
+    raise ValueError(f"unknown distance space {space!r}")
+
+
+def query_distances(vector_store: ChromaVectorStore, embedding: list[float], n: int) -> list[tuple[str, float]]:
+    """``(id, distance)`` of the ``n`` entries nearest ``embedding`` in a Chroma collection."""
+    collection = vector_store.client
+    n = min(n, collection.count())
+    if n <= 0:
+        return []
+    found = collection.query(query_embeddings=[embedding], n_results=n, include=["distances"])
+    return list(zip(found["ids"][0], found["distances"][0], strict=True))
+
+
+def stored_embeddings(vector_store: BasePydanticVectorStore, ids: list[str]) -> dict[str, list[float]]:
+    """The stored embeddings of ``ids`` (those the store holds)."""
+    if not ids:
+        return {}
+    if isinstance(vector_store, ChromaVectorStore):
+        got = vector_store.client.get(ids=ids, include=["embeddings"])
+        return {i: list(map(float, e)) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
+    if isinstance(vector_store, SimpleVectorStore):
+        return {i: vector_store.get(i) for i in ids if i in vector_store.data.embedding_dict}
+    return {n.node_id: n.get_embedding() for n in vector_store.get_nodes(node_ids=ids)}
+
+
+# ---- any LangChain vector store ----------------------------------------------------------------
+
+
+def lc_stored_ids(store: Any) -> set[str]:
+    """Ids of every document in a LangChain vector store (Chroma, or one with an ``index`` dict such as
+    ``InMemoryVectorStore``)."""
+    from langchain_chroma import Chroma
+
+    if isinstance(store, Chroma):
+        return set(store.get(include=[])["ids"])
+    store_dict = getattr(store, "store", None)
+    if isinstance(store_dict, dict):
+        return set(store_dict)
+    raise StoreError(f"cannot list the documents of a {type(store).__name__}: pass a Chroma or an in-memory store")
+
+
+def lc_delete_ids(store: Any, ids: Iterable[str]) -> None:
+    ids = list(ids)
+    for start in range(0, len(ids), 1024):
+        store.delete(ids=ids[start : start + 1024])
+
+
+def lc_metadata_filter(store: Any, key: str, value: Any) -> Any:
+    """The filter ``metadata[key] == value`` in the dialect of ``store``'s ``similarity_search``: a function
+    for stores that take one (``InMemoryVectorStore``), a ``{key: value}`` dict for the others (Chroma,
+    FAISS, PGVector …)."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if isinstance(store, InMemoryVectorStore):
+        return lambda document: document.metadata.get(key) == value
+    return {key: value}
+
+
+def copy_langchain_chroma(source: Any, target: Any) -> None:
+    """Copy the documents and embeddings of one LangChain Chroma store into another, without embedding again."""
+    got = source.get(include=["embeddings", "documents", "metadatas"])
+    have = set(target.get(include=[])["ids"])
+    new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
+    collection = target._collection  # LangChain's Chroma adds texts by embedding them; this adds vectors as they are
+    for start in range(0, len(new), 1024):
+        part = new[start : start + 1024]
+        collection.add(
+            ids=[got["ids"][i] for i in part],
+            embeddings=[got["embeddings"][i] for i in part],
+            documents=[got["documents"][i] for i in part],
+            metadatas=[got["metadatas"][i] for i in part],
+        )

@@ -6,12 +6,14 @@ so counts agree with LlamaIndex's own splitters.
 
 from __future__ import annotations
 
+import bisect
 import os
+import re
 from functools import cache
 
 import tiktoken
 
-__all__ = ["encoding", "count_tokens", "chunk_tokens", "eq1_chunk_count", "split_sentences"]
+__all__ = ["encoding", "count_tokens", "chunk_tokens", "eq1_chunk_count", "split_sentences", "complete_sentences"]
 
 
 @cache
@@ -54,7 +56,24 @@ def chunk_tokens(text: str, size: int, overlap: int, *, keep_tail: bool = True) 
         covered = spans[-1][1] if spans else 0
         if covered < len(tokens):
             spans.append((start, len(tokens)))
-    return [encoding().decode(tokens[a:b]) for a, b in spans]
+    snap = _clean_cut(tokens)
+    return [encoding().decode(tokens[snap(a) : snap(b)]) for a, b in spans if snap(a) < snap(b)]
+
+
+def _clean_cut(tokens: list[int]):
+    """A function moving a cut position forward to the next token that starts a UTF-8 character.
+
+    A CJK character or an emoji often spans several tokens; decoding half of one gives U+FFFD.
+    Moving every cut the same way keeps consecutive chunks contiguous."""
+    enc = encoding()
+    first_bytes = [enc.decode_single_token_bytes(t)[:1] for t in tokens]
+    clean = [i for i, b in enumerate(first_bytes) if b and not 0x80 <= b[0] < 0xC0]  # not a continuation byte
+    clean.append(len(tokens))
+
+    def snap(position: int) -> int:
+        return clean[bisect.bisect_left(clean, position)]
+
+    return snap
 
 
 @cache
@@ -71,3 +90,13 @@ def _sentence_tokenizer():
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` (NLTK Punkt, from the data LlamaIndex ships)."""
     return [s.strip() for s in _sentence_tokenizer().tokenize(text) if s.strip()]
+
+
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?=\s|$)")
+
+
+def complete_sentences(text: str) -> str:
+    """``text`` up to the end of its last complete sentence: what to keep of a reply cut at the token
+    limit (its unfinished sentence is a fragment). Empty when no sentence was finished."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return text[: ends[-1]].strip() if ends else ""

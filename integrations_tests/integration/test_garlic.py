@@ -113,7 +113,7 @@ from llama_index_garlic import GarlicIndex
 from multihop_rag.backends import llama_index_embedding, llama_index_llm
 from integrations_tests.integration.conftest import FAST_LLM
 index = GarlicIndex.from_persist_dir({str(folder / 'index')!r}, llm=llama_index_llm(FAST_LLM, max_tokens=256),
-                                     embed_model=llama_index_embedding("st:default"), cache=False)
+                                     embed_model=llama_index_embedding("st:default"))
 response = index.as_query_engine().query({question.question!r})
 print(json.dumps({{"nodes": len(index.graph.nodes), "edge_source": index.graph.edge_source, "mode": index.mode,
                   "answer": str(response), **response.metadata}}))

@@ -41,7 +41,7 @@ def _build_again(built, li_embed):
     llm, index, _, docs = built
     return K2RAGIndex.from_documents(
         docs, llm=llm, embed_model=li_embed, summarizer="none", kg="graphrag", kg_options={"root": index.kg.root, "settings": FAST},
-        show_progress=False, cache=False,
+        show_progress=False,
     )  # fmt: skip
 
 
@@ -72,7 +72,7 @@ def test_k2rag_index_with_graphrag_persists_reloads_and_answers_by_local_search(
     """One local-search query (a minute and a half with the 1.5B model), on the reloaded index."""
     llm, index, question, _ = built
     index.persist(tmp_path / "index")
-    reloaded = K2RAGIndex.from_persist_dir(tmp_path / "index", llm=llm, embed_model=li_embed, cache=False)
+    reloaded = K2RAGIndex.from_persist_dir(tmp_path / "index", llm=llm, embed_model=li_embed)
     assert isinstance(reloaded.kg, GraphRAGKG) and reloaded.kg.server is not None
     assert reloaded.kg.root == tmp_path / "index" / "kg" and reloaded.kg.triples() == index.kg.triples()
     response = reloaded.as_query_engine("kg").query(question.question)

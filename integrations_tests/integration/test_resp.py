@@ -3,7 +3,7 @@
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_resp import build_resp_graph
+from langchain_resp import ReSPConfig, build_resp_graph
 from multihop_rag.backends import langchain_embeddings
 from multihop_rag.corpus import load_dataset
 from multihop_rag.stores import langchain_chroma
@@ -19,7 +19,7 @@ def hotpot_retriever(tmp_path_factory):
 
 def test_resp_answers_over_chroma_with_the_embedded_model(hotpot_retriever, lc_chat):
     retriever, questions = hotpot_retriever
-    graph = build_resp_graph(lc_chat, retriever, max_iterations=2)
+    graph = build_resp_graph(lc_chat, retriever, config=ReSPConfig(max_iterations=2))
     results = [graph.invoke({"question": q.question}) for q in questions[:2]]
     for state in results:
         assert 1 <= state["iterations"] <= 2

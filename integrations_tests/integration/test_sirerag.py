@@ -48,7 +48,7 @@ import json
 from llama_index_sirerag import SiReRAGIndex
 from multihop_rag.backends import llama_index_embedding, llama_index_llm
 from integrations_tests.integration.conftest import FAST_LLM
-index = SiReRAGIndex.from_persist_dir({str(folder / 'index')!r}, llm=llama_index_llm(FAST_LLM), embed_model=llama_index_embedding("st:default"), cache=False)
+index = SiReRAGIndex.from_persist_dir({str(folder / 'index')!r}, llm=llama_index_llm(FAST_LLM), embed_model=llama_index_embedding("st:default"))
 out = []
 for q in {[q.question for q in questions]!r}:
     hits = index.as_retriever(similarity_top_k={top_k}).retrieve(q)
@@ -99,10 +99,10 @@ class TestSiReRAGLangChainRetriever(RetrieversIntegrationTests):
 
 
 def test_resp_runs_on_the_sirerag_pool(built, lc_chat):
-    from langchain_resp import build_resp_graph
+    from langchain_resp import ReSPConfig, build_resp_graph
 
     index, _, questions = built
-    graph = build_resp_graph(lc_chat, index.as_retriever(similarity_top_k=5).as_langchain(), max_iterations=1)
+    graph = build_resp_graph(lc_chat, index.as_retriever(similarity_top_k=5).as_langchain(), config=ReSPConfig(max_iterations=1))
     state = graph.invoke({"question": questions[0].question})
     assert state["answer"] and len(state["retrieved"][0]) == 5
     assert all(i in index.nodes for i in state["retrieved"][0])

@@ -44,10 +44,10 @@ def test_default_prefers_ready_ollama_then_embedded(monkeypatch):
 
 
 def test_server_down_or_model_missing_says_how_to_fix(monkeypatch):
-    monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
+    monkeypatch.setattr(backends, "_ollama_tags", lambda *a, **k: None)
     with pytest.raises(BackendError, match="ollama serve"):
         backends.llama_index_llm("ollama:qwen2.5:7b-instruct")
-    monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: ["llama3:8b"])
+    monkeypatch.setattr(backends, "_ollama_tags", lambda *a, **k: {"llama3:8b": "sha256:1"})
     with pytest.raises(BackendError, match="ollama pull qwen2.5:7b-instruct"):
         backends.chat_model("ollama:qwen2.5:7b-instruct")
     with pytest.raises(BackendError, match="ollama pull nomic"):

@@ -10,12 +10,87 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from integrations_tests.fakes import ScriptedLLM
-from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, cache_key
+from multihop_rag.backends import OllamaLLM
+from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, cache_key, cached_llm, model_identity
+from multihop_rag.calls import Call, call
+from multihop_rag.llamacpp import LlamaCppLLM
 
 
 def test_key_depends_on_model_prompt_and_params():
     assert cache_key("m", "p", {"t": 0}) == cache_key("m", "p", {"t": 0})
     assert len({cache_key("m", "p"), cache_key("m2", "p"), cache_key("m", "p2"), cache_key("m", "p", {"t": 1})}) == 4
+
+
+def _ollama(**changes):
+    settings = {"model": "qwen3:8b", "base_url": "http://127.0.0.1:11434", "digest": "sha256:aaa",
+                "context_window": 8192, "additional_kwargs": {"num_predict": 512, "seed": 0}} | changes
+    return OllamaLLM(**settings)
+
+
+def test_the_key_holds_everything_that_changes_an_output():
+    """Issue 21: Ollama's num_predict, the base URL, the model's digest and the context size were not
+    in the key (512 and 4096 max tokens gave the same key). Timeouts are not part of it."""
+    base = cache_key(model_identity(_ollama()), "p")
+    changed = [
+        _ollama(additional_kwargs={"num_predict": 4096, "seed": 0}),
+        _ollama(base_url="http://10.0.0.2:11434"),
+        _ollama(digest="sha256:bbb"),
+        _ollama(context_window=32768),
+        _ollama(thinking=False),
+    ]
+    keys = {cache_key(model_identity(llm), "p") for llm in changed}
+    assert base not in keys and len(keys) == len(changed)
+    assert cache_key(model_identity(_ollama(request_timeout=5.0)), "p") == base
+    # Per-call parameters (a JSON schema, a token cap) are part of the key too.
+    assert cache_key(model_identity(_ollama()), "p", {"format": {"type": "object"}}) != base
+
+
+def test_a_gguf_model_is_known_by_its_content(tmp_path):
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"weights one")
+    b.write_bytes(b"weights two")
+    ids = [model_identity(LlamaCppLLM(model_path=str(p)))["digest"] for p in (a, b)]
+    assert ids[0] != ids[1] and len(ids[0]) == 64
+
+
+def test_empty_replies_and_errors_are_never_cached(tmp_path):
+    """Issue 21: an empty reply was cached forever, so a re-run never asked again."""
+    answers = iter(["", "filled"])
+    llm = CachedLLM(inner=ScriptedLLM(lambda p: next(answers)), cache=LLMCache(tmp_path / "c.sqlite"))
+    assert llm.complete("q").text == ""
+    assert llm.complete("q").text == "filled"
+    assert llm.complete("q").text == "filled" and llm.usage.cache_hits == 1
+
+    def fail(prompt):
+        raise ConnectionError("server gone")
+
+    broken = CachedLLM(inner=ScriptedLLM(fail), cache=LLMCache(tmp_path / "c.sqlite"))
+    for _ in range(2):
+        try:
+            broken.complete("other")
+        except ConnectionError:
+            pass
+    assert len(broken.cache) == 1  # only "filled"
+
+
+def test_a_cut_reply_comes_back_from_the_cache_as_cut(tmp_path):
+    cache = LLMCache(tmp_path / "c.sqlite")
+    first = CachedLLM(inner=ScriptedLLM([("half a sent", "length")]), cache=cache)
+    assert call(Call(first, "q")).truncated
+    again = CachedLLM(inner=ScriptedLLM([]), cache=cache)
+    reply = call(Call(again, "q"))
+    assert reply.text == "half a sent" and reply.truncated and again.usage.cache_hits == 1
+
+
+def test_no_cache_unless_one_is_given(tmp_path, monkeypatch):
+    """Issue 21: the default was one global SQLite file keeping a copy of every corpus."""
+    monkeypatch.setenv("MULTIHOP_RAG_CACHE", str(tmp_path / "global"))
+    llm = cached_llm(ScriptedLLM(lambda p: "x"), None)
+    llm.complete("q")
+    llm.complete("q")
+    assert llm.cache is None and llm.usage.calls == 2 and not (tmp_path / "global").exists()
+    stored = cached_llm(ScriptedLLM(lambda p: "x"), tmp_path / "index" / "llm_calls.sqlite")
+    assert stored.cache.describe()["path"] == str(tmp_path / "index" / "llm_calls.sqlite")
 
 
 def test_llama_index_wrapper_hits_and_counts(tmp_path):
@@ -45,11 +120,22 @@ async def test_async_and_chat(tmp_path):
 
 
 def test_langchain_cache(tmp_path):
-    cache = SQLiteChatCache(tmp_path / "lc.sqlite")
+    cache = SQLiteChatCache(tmp_path / "lc.sqlite", identity="gguf:aaa")
     first = GenericFakeChatModel(messages=iter([AIMessage(content="one")]), cache=cache)
     assert first.invoke("q").content == "one"
-    second = GenericFakeChatModel(messages=iter([]), cache=SQLiteChatCache(tmp_path / "lc.sqlite"))
-    assert second.invoke("q").content == "one"
+    second_cache = SQLiteChatCache(tmp_path / "lc.sqlite", identity="gguf:aaa")
+    second = GenericFakeChatModel(messages=iter([]), cache=second_cache)
+    assert second.invoke("q").content == "one" and second_cache.hits == 1
+    # Other weights under the same LangChain description: no hit.
+    other = GenericFakeChatModel(messages=iter([AIMessage(content="two")]), cache=SQLiteChatCache(tmp_path / "lc.sqlite", identity="gguf:bbb"))
+    assert other.invoke("q").content == "two"
+
+
+def test_langchain_cache_skips_empty_generations(tmp_path):
+    cache = SQLiteChatCache(tmp_path / "lc.sqlite")
+    empty = GenericFakeChatModel(messages=iter([AIMessage(content=""), AIMessage(content="full")]), cache=cache)
+    assert empty.invoke("q").content == ""
+    assert empty.invoke("q").content == "full"
 
 
 BUILD = textwrap.dedent(

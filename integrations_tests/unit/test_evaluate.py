@@ -258,13 +258,14 @@ def test_garlic_runner_builds_with_the_n_s_it_is_given(tmp_path):
     assert len(answer.evidence) > len(chunk_ids)  # the summary nodes, under their node ids
 
 
-def test_langgraph_runners_answer_with_no_evidence_when_nothing_was_retrieved(tmp_path):
-    # a small decomposer may say "That's enough." before any retrieval: HiRAG then answers from nothing
+def test_hirag_retrieves_even_when_the_decomposer_will_not_ask(tmp_path):
+    """Issue 22: a small decomposer said "That's enough." before any retrieval and HiRAG answered
+    closed-book (no evidence, 3 calls). Asked twice, it now retrieves for the question itself."""
     models = _models(tmp_path, chat_reply="That's enough.")
     results, _ = evaluate([make_runner("hirag")], PASSAGES, QUESTIONS[:1], models, tmp_path / "out", SETTING,
                           show_progress=False)
     hirag = results["hirag"][0]
-    assert hirag.evidence_ids == [] and hirag.answer_recall == 0.0 and hirag.llm_calls >= 2
+    assert hirag.evidence_ids and hirag.llm_calls > 3
 
 
 def test_a_failing_question_is_logged_and_skipped_but_repeated_failures_stop(tmp_path, caplog):

@@ -1,6 +1,7 @@
 """GARLIC with deterministic fakes: scores, edges, stop control, graph construction, persistence."""
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -86,6 +87,10 @@ class Script:
         self.calls += 1
         return "the answer"
 
+    def answer_incomplete(self, information, question):
+        self.calls += 1
+        return "the answer from what there is"
+
 
 class FakeSession:
     def __init__(self, question, log):
@@ -137,12 +142,14 @@ def test_search_never_revisits_and_ends_when_every_node_is_visited():
     assert sorted(result.visited) == sorted(n.id for n in graph.nodes)
     assert len(set(result.visited)) == len(result.visited)
     assert result.stop_reason == "exhausted" and len(result.replies) == len(graph.nodes) - 1
+    # No "Yes" was said: no "Yes" turn is invented; the answer is asked as from incomplete information.
+    assert not result.complete and result.answer == "the answer from what there is"
 
 
 def test_search_stops_at_max_steps_and_at_the_token_budget():
     graph = hand_graph()
     result, _ = search(graph, "Anything?", [], max_steps=1)
-    assert result.stop_reason == "max_steps" and len(result.visited) == 3
+    assert result.stop_reason == "max_steps" and len(result.visited) == 3 and not result.complete
     room = count_tokens(prompts.FIRST_TURN_HEAD.format(question="Anything?"))
     tight = room + sum(n.tokens + 2 for n in graph.top_level) + 1
     result, _ = search(graph, "Anything?", [], budget=tight)
@@ -183,7 +190,7 @@ def garlic_llm(*, answer="Orrin River", yes_after=2, summary=None):
         )
 
     def respond(prompt):
-        if "answer the question as concisely as you can" in prompt:
+        if "answer the question as concisely as you can" in prompt.lower():
             return answer
         if prompt.startswith("Can this question be answered"):
             count = prompt.count("\n* ")
@@ -406,3 +413,100 @@ def test_search_budget_leaves_a_margin_of_the_llms_context():
     assert GarlicConfig().search_budget(8192) == int(8192 * 0.9) - 256
     assert GarlicConfig(search_window=2048).search_budget(8192) == 2048 - 256  # a smaller window stays
     assert GarlicConfig(n_s=8192).search_budget(None) == 8192 - 256  # unknown context: the window as given
+
+
+# ---- issue 22: GARLIC as the paper describes it -------------------------------------------------
+
+
+def test_an_incomplete_search_is_answered_without_an_invented_yes(index):
+    """Issue 22: a search that stopped for the budget, max_steps or exhaustion put a "Yes" the model
+    never said into the answer conversation."""
+    seen = []
+    llm = garlic_llm(yes_after=10_000)  # never "Yes"
+
+    def spy(prompt):
+        seen.append(prompt)
+        return llm.script(prompt)
+
+    index.llm = ScriptedLLM(spy)
+    try:
+        response = index.as_query_engine().query("Into which lake does the Orrin River flow?")
+    finally:
+        index.llm = garlic_llm()
+    assert response.metadata["complete"] is False and response.metadata["stop_reason"] != "yes"
+    assert "may be incomplete" in seen[-1] and not any(p == "Yes" for p in seen)
+
+
+def test_without_dynamic_progress_control_a_fixed_number_of_nodes_and_no_yes_no():
+    """Table 2's "w/o Dynamic Progress Control"."""
+    graph = hand_graph()
+    result, controller = search(graph, "Who designed the bridge?", ["Yes"], dynamic_progress_control=False, fixed_nodes=3)
+    assert len(result.visited) == 3 and result.replies == [] and result.stop_reason == "fixed_nodes"
+    assert controller.prompts == []  # no Yes/No call
+    # the start is limited to fixed_nodes / levels top-level nodes, the most query-similar
+    result, _ = search(graph, "Who designed the bridge?", [], dynamic_progress_control=False, fixed_nodes=2)
+    assert result.visited[0] == "i1" and len(result.visited) == 2
+
+
+@pytest.mark.parametrize(("mode", "levels"), [("tree", None), ("none", 1)])
+def test_without_graph_based_summary(docs, tmp_path, mode, levels):
+    """Table 2's "w/o Graph-based Summary": one summary node per batch (a tree, Figure 2b); and a
+    search over the level-1 chunks only."""
+    index = build(docs, tmp_path / mode, config=CONFIG.model_copy(update={"summary": mode}))
+    per_level = {lvl: len(nodes) for lvl, nodes in index.graph.levels.items()}
+    if levels is not None:
+        assert list(per_level) == [1] and index.stats()["llm"]["calls"] == 0
+    else:
+        batches = index.stats()["batches_per_level"]
+        assert all(per_level[int(lvl) + 1] == n for lvl, n in batches.items())  # one node per batch
+    response = index.as_query_engine().query("Into which lake does the Orrin River flow?")
+    assert response.metadata["visited"]
+
+
+def test_the_attention_model_is_recorded_and_checked_on_reload(docs, tmp_path):
+    """Issue 22: a reload without the attention model silently ran in embedding mode; a different model
+    would score the search with attention that does not match the edges."""
+    index = build(docs, tmp_path, attention=FakeAttention())
+    index.persist(tmp_path / "g")
+    assert json.loads((tmp_path / "g" / "garlic.json").read_text())["attention_model"] == "fake"
+    with pytest.warns(UserWarning, match="embedding mode"):
+        again = GarlicIndex.from_persist_dir(tmp_path / "g", llm=garlic_llm(), embed_model=HashEmbedding())
+    assert again.mode == "embedding"
+
+    class Other(FakeAttention):
+        name = "other"
+
+    with pytest.raises(ValueError, match="'fake', not 'other'"):
+        GarlicIndex.from_persist_dir(tmp_path / "g", llm=garlic_llm(), embed_model=HashEmbedding(), attention_model=Other())
+    assert GarlicIndex.from_persist_dir(
+        tmp_path / "g", llm=garlic_llm(), embed_model=HashEmbedding(), attention_model=FakeAttention()
+    ).mode == "attention"
+
+
+def test_failed_span_alignment_is_counted_and_makes_the_edges_mixed(docs, tmp_path):
+    class SometimesLost(FakeAttention):
+        def summary_edges(self, prompt, reply, inputs, outputs):
+            return None if "Velmora" in prompt else super().summary_edges(prompt, reply, inputs, outputs)
+
+    index = build(docs, tmp_path, attention=SometimesLost())
+    stats = index.stats()
+    assert stats["alignment_failures"] >= 1 and stats["edge_source"] == "mixed"
+    assert stats["embedding_edge_batches"] == stats["alignment_failures"]
+
+
+def test_build_counters_are_exact_under_concurrent_workers(docs, tmp_path):
+    """Counters updated from worker threads lose no update (issue 22)."""
+    config = CONFIG.model_copy(update={"workers": 8, "n_s": 700, "summary_tokens": 100})
+    unbulleted = garlic_llm(summary=lambda prompt: prompt.split("* ")[1].split(".")[0] + ".")
+    index = build(docs, tmp_path, llm=unbulleted, config=config)
+    stats = index.stats()
+    assert stats["unbulleted_replies"] == sum(stats["batches_per_level"].values()) - stats["skipped_batches"]
+
+
+def test_a_summary_cut_at_the_cap_loses_its_last_point(docs, tmp_path):
+    cut = ScriptedLLM(lambda prompt: ("* The Orrin River flows into Lake Ismay.\n* Velmora was foun", "length")
+                      if prompt.startswith(prompts.SUMMARIZE_HEAD) else "No")
+    index = build(docs, tmp_path, llm=cut, config=CONFIG.model_copy(update={"max_levels": 1}))
+    texts = [n.text for n in index.graph.nodes if n.level == 2]
+    assert "Velmora was foun" not in texts and "The Orrin River flows into Lake Ismay." in texts
+    assert index.stats()["truncated_replies"] >= 1

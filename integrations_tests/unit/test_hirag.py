@@ -6,10 +6,21 @@ import re
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
+from pydantic import ValidationError
 
 from integrations_tests.fakes import HashEmbeddings, ScriptedChatModel
-from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph, fallback_probability, prompts
+from langgraph_hirag import (
+    HierarchicalCorpus,
+    HiRAGConfig,
+    HiRAGRetriever,
+    build_hirag_graph,
+    fallback_probability,
+    hirag_state_graph,
+    prompts,
+)
 from langgraph_hirag.graph import fallback_draw, tied_titles
 from multihop_rag.corpus import CorpusError, Passage
 from multihop_rag.stores import StoreError
@@ -106,8 +117,8 @@ class Script:
         raise AssertionError(f"unexpected prompt: {prompt[:80]!r}")
 
 
-def run(corpus, script: Script, question: str = QUESTION, **kwargs):
-    graph = build_hirag_graph(ScriptedChatModel(script), corpus, **kwargs)
+def run(corpus, script: Script, question: str = QUESTION, **settings):
+    graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(**settings))
     return graph.invoke({"question": question})
 
 
@@ -145,7 +156,7 @@ def test_passages_are_accepted_and_persist_round_trips(tmp_path):
     passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
     built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), show_progress=False)
     built.persist(tmp_path)
-    loaded = HierarchicalCorpus.load(tmp_path, HashEmbeddings(1024))
+    loaded = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
     assert [d.title for d in loaded.documents] == [d.title for d in built.documents]
     assert loaded.rank_titles("Franco Rossi") == built.rank_titles("Franco Rossi")
     query = "Where was Tomas Halvard born?"
@@ -153,7 +164,7 @@ def test_passages_are_accepted_and_persist_round_trips(tmp_path):
         c.page_content for c in built.rank_chunks("Tomas Halvard", query)
     ]
     with pytest.raises(StoreError, match="no HiRAG corpus"):
-        HierarchicalCorpus.load(tmp_path / "nothing", HashEmbeddings(1024))
+        HierarchicalCorpus.from_persist_dir(tmp_path / "nothing", HashEmbeddings(1024))
 
 
 def test_tied_titles():
@@ -337,12 +348,32 @@ def test_same_seed_same_run(corpus):
 # --- decomposition ------------------------------------------------------------------------------
 
 
-def test_decomposition_stops_on_thats_enough_without_retrieval(corpus):
-    script = Script(sub_questions=["That's enough."])
-    state = run(corpus, script)
-    assert state["stop_reason"] == "enough" and state["sub_questions"] == []
-    assert script.calls == ["decompose", "summarize", "extract"]
-    assert "Known information: None" in script.prompts["summarize"][0]
+def test_the_decomposer_is_never_offered_to_stop_before_a_first_question(corpus):
+    """Issue 22: the prompt offered "That's enough." on the first turn, which the paper's
+    initialization does not ("Now, a first simple question.")."""
+    script = Script()
+    run(corpus, script, th1=2)
+    first_turn = script.prompts["decompose"][0]
+    assert first_turn.split("## Initialization", 1)[1].strip().startswith("Reply with one simple question only. Now")
+    assert "That's enough" not in first_turn.split("## Initialization", 1)[1]
+    assert "That's enough" in script.prompts["decompose"][1].rsplit("Tomas Halvard.", 1)[1]  # offered after an answer
+
+
+def test_thats_enough_on_the_first_turn_is_asked_again(corpus):
+    """Issue 22: on the 0.5B model every decomposition began with "That's enough.", so HiRAG never
+    retrieved and answered closed-book. Now the Decomposer is asked once more for a first question."""
+    script = Script(sub_questions=["That's enough.", "Who designed the Kesh Bridge?", "That's enough."])
+    state = run(corpus, script, th1=2)
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["first_question"] == "decomposer"
+    assert prompts.FIRST_QUESTION_AGAIN in script.prompts["decompose"][1]
+    assert state["trace"][0]["attempts"] and state["stop_reason"] == "enough"
+
+
+def test_a_decomposer_that_refuses_twice_retrieves_for_the_question_itself(corpus):
+    script = Script(sub_questions=["That's enough.", "That's enough."], entities={QUESTION: "Kesh Bridge"})
+    state = run(corpus, script, th1=2)
+    assert state["sub_questions"] == [QUESTION] and state["first_question"] == "question"
+    assert len(state["trace"][0]["attempts"]) >= 1
 
 
 def test_decomposition_stops_on_a_repeated_sub_question(corpus):
@@ -368,26 +399,26 @@ def test_sub_question_prefixes_are_stripped(corpus):
 def test_interrupt_and_resume_with_a_checkpointer(corpus):
     script = Script()
     graph = build_hirag_graph(
-        ScriptedChatModel(script), corpus, th1=2, checkpointer=InMemorySaver(), interrupt_before=["summarize"]
+        ScriptedChatModel(script), corpus, config=HiRAGConfig(th1=2), checkpointer=InMemorySaver(), interrupt_before=["summarize"]
     )
     config = {"configurable": {"thread_id": "t1"}}
     paused = graph.invoke({"question": QUESTION}, config)
-    assert "answer" not in paused and len(paused["sub_answers"]) == 2
+    assert not paused.get("answer") and len(paused["sub_answers"]) == 2
     assert graph.get_state(config).next == ("summarize",)
     done = graph.invoke(None, config)
     assert done["answer"] == "Dunmere"
 
 
-def test_bad_thresholds_are_refused(corpus):
-    with pytest.raises(ValueError, match="at least 1"):
-        build_hirag_graph(ScriptedChatModel(Script()), corpus, th3=0)
+def test_bad_thresholds_are_refused():
+    with pytest.raises(ValidationError, match="th3"):
+        HiRAGConfig(th3=0)
 
 
 # --- plug-in retriever (§6.5) ---------------------------------------------------------------------
 
 
 def test_retriever_returns_the_verified_chunk(corpus):
-    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, th1=2)
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, config=HiRAGConfig(th1=2))
     [doc] = retriever.invoke("Where was Tomas Halvard born?")
     assert "born in Dunmere" in doc.page_content
     assert doc.metadata["title"] == "Tomas Halvard" and doc.metadata["source"] == "retrieval"
@@ -397,19 +428,20 @@ def test_retriever_returns_the_verified_chunk(corpus):
 def test_retriever_returns_nothing_when_every_attempt_fails(corpus):
     question = "What was Tomas Halvard's favourite colour?"
     script = Script(entities={question: "Tomas Halvard"}, facts={})
-    retriever = HiRAGRetriever(llm=ScriptedChatModel(script), corpus=corpus, th1=2, m=1000)
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(script), corpus=corpus, config=HiRAGConfig(th1=2, m=1000))
     assert retriever.invoke(question) == []
 
 
 async def test_retriever_async(corpus):
-    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, th1=2)
+    retriever = HiRAGRetriever(llm=ScriptedChatModel(Script()), corpus=corpus, config=HiRAGConfig(th1=2))
     docs = await retriever.ainvoke("Where was Tomas Halvard born?")
     assert docs and docs[0].metadata["title"] == "Tomas Halvard"
 
 
 def test_small_model_outputs_are_bounded_by_stop_sequences(corpus):
     model = ScriptedChatModel(Script())
-    build_hirag_graph(model, corpus, th1=2).invoke({"question": QUESTION})
+    build_hirag_graph(model, corpus, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+
     def stop(start: str):
         return next(kw["stop"] for p, kw in zip(model.prompts, model.calls_kwargs, strict=True) if p.startswith(start))
 
@@ -419,14 +451,15 @@ def test_small_model_outputs_are_bounded_by_stop_sequences(corpus):
 
 
 def test_an_empty_decomposer_turn_is_asked_again_once(corpus):
-    replies = iter(["", "That's enough."])
+    replies = iter(["", "Who designed the Kesh Bridge?", "That's enough."])
     script = Script()
 
     def respond(prompt: str) -> str:
         return next(replies) if "## Background" in prompt else script(prompt)
 
-    state = build_hirag_graph(ScriptedChatModel(respond), corpus).invoke({"question": QUESTION})
-    assert state["stop_reason"] == "enough" and state["llm_calls"] == 2 + 2
+    state = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+    assert state["stop_reason"] == "enough" and state["sub_questions"] == ["Who designed the Kesh Bridge?"]
+    assert state["llm_calls"] == 2 + 3 + 1 + 2  # decompose twice, entity/answer/judge, decompose, summary
 
 
 def test_profiles_reach_the_filter_unless_ablated(corpus):
@@ -439,3 +472,154 @@ def test_profiles_reach_the_filter_unless_ablated(corpus):
     known = [p.rsplit("Known information: ", 1)[1] for p in without.prompts["answer"]]
     assert known and not any("profile" in k for k in known)
     assert without.calls == with_profiles.calls  # same control flow: the facts are in the chunks
+
+
+# --- issue 22: faithful on small models ----------------------------------------------------------
+
+
+def test_an_answer_copied_from_an_example_is_flagged_and_asked_again(corpus):
+    """Issue 22: 3 of 10 answers were example text ("Dunmere", "Tomas Halvard")."""
+    script = Script()
+    answers = iter(["Vantmoor", "Tomas Halvard was born in Dunmere"])
+    base = script.__call__
+
+    def respond(prompt: str) -> str:
+        if prompt.startswith("Based on the input and the question, give the answer"):
+            script.calls.append("extract")
+            return next(answers)
+        return base(prompt)
+
+    state = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+    assert state["copied_examples"] == ["Vantmoor"]
+    assert state["answer"] == "Tomas Halvard was born in Dunmere" and script.calls.count("extract") == 2
+
+
+def test_a_second_copy_is_dropped(corpus):
+    sub_question = "Where was Tomas Halvard born?"
+    script = Script(sub_questions=[sub_question], facts={sub_question: ("born", "Odile Brask was born in Vantmoor.")})
+    state = run(corpus, script, th1=2, th3=1, m=1000)
+    trace = state["trace"][0]
+    assert state["copied_examples"] == ["Odile Brask was born in Vantmoor."] * 2
+    assert trace["source"] == "gave_up" and trace["attempts"][0]["response"] == ""
+
+
+def test_rewrite_records_the_chunks_it_found_as_evidence(corpus):
+    """Issue 22: the rewrite path recorded no evidence, so a right answer from a rewrite scored zero recall."""
+    sub_question = "Where was Franco Rossi born?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Franco Rossi"},
+                    facts={sub_question: ("Franco Rossi", "He was born in Verano.")})
+    state = run(corpus, script)
+    trace = state["trace"][0]
+    assert trace["source"] == "rewrite" and len(trace["rewrite_hits"]) == 1
+    assert trace["rewrite_hits"][0] in corpus.chunk_ids
+
+
+def test_semantic_incompleteness_is_tested_at_every_attempt():
+    """Issue 22 / Algorithm 1 lines 20-23: the th1 test ran only at the first retrieval."""
+    passages = [("Rossi", "Rossi is a surname."), ("Franco Rossi (director)", "Franco Rossi directed Lantern Road."),
+                ("Franco Rossi (footballer)", "Franco Rossi played football.")]
+    small = HierarchicalCorpus.from_documents(
+        [Document(page_content=t, metadata={"title": ti}) for ti, t in passages], HashEmbeddings(1024), show_progress=False
+    )
+    sub_question = "Where was Rossi born?"
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Rossi"}, facts={})
+    state = run(small, script, th1=1, th2=1, m=1000)
+    trace = state["trace"][0]
+    assert [a["title"] for a in trace["attempts"]] == ["Rossi"]  # unique at the first attempt
+    assert trace["source"] == "rewrite"  # the next document ties with another: rewrite, not retrieve
+    assert set(trace["tied"]) == {"Franco Rossi (director)", "Franco Rossi (footballer)"}
+
+
+# --- issue 21/22: LangGraph as a LangGraph user expects -----------------------------------------
+
+
+def test_a_reused_thread_answers_each_question_afresh(corpus):
+    """Issue 21: HiRAG's summarizer answered the second question with the previous sub-answer."""
+    second = "Where is Dunmere?"
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "That's enough.", "Where is Dunmere?", "That's enough."],
+                    entities={"Who designed the Kesh Bridge?": "Kesh Bridge", "Where is Dunmere?": "Dunmere"},
+                    facts={"Who designed the Kesh Bridge?": ("designed by", "Tomas Halvard designed it."),
+                           "Where is Dunmere?": ("port town", "Dunmere is on the Sable River.")})
+    graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(th1=2), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "shared"}}
+    graph.invoke({"question": QUESTION}, config)
+    state = graph.invoke({"question": second}, config)
+    assert state["sub_questions"] == ["Where is Dunmere?"] and len(state["trace"]) == 1
+    assert "Tomas Halvard" not in script.prompts["summarize"][1]
+
+
+async def test_ainvoke_calls_the_models_async_methods(corpus):
+    model = ScriptedChatModel(Script())
+    state = await build_hirag_graph(model, corpus, config=HiRAGConfig(th1=2)).ainvoke({"question": QUESTION})
+    assert state["answer"] == "Dunmere" and set(model.modes) == {"async"}
+
+
+def test_a_runs_context_overrides_the_graphs_settings(corpus):
+    graph = build_hirag_graph(ScriptedChatModel(Script()), corpus, config=HiRAGConfig(th1=2))
+    state = graph.invoke({"question": QUESTION}, context={"max_subquestions": 1})
+    assert state["stop_reason"] == "max_subquestions" and len(state["sub_questions"]) == 1
+
+
+def test_roles_get_their_own_models(corpus):
+    script = Script()
+    seen = {"decomposer": [], "verifier": [], "answerer": []}
+
+    def model(role):
+        def respond(prompt):
+            seen[role].append(prompt)
+            return script(prompt)
+
+        return ScriptedChatModel(respond)
+
+    graph = build_hirag_graph({role: model(role) for role in seen}, corpus, config=HiRAGConfig(th1=2))
+    assert graph.invoke({"question": QUESTION})["answer"] == "Dunmere"
+    assert all("## Background" in p for p in seen["decomposer"])
+    assert all(p.startswith("Based on the response and the question") for p in seen["verifier"])
+    assert seen["answerer"] and not any("## Background" in p for p in seen["answerer"])
+
+
+def test_the_builder_is_typed_and_the_uncompiled_graph_takes_a_node(corpus):
+    model = ScriptedChatModel(Script())
+    compiled = build_hirag_graph(model, corpus, config=HiRAGConfig(th1=2), name="my-hirag")
+    assert isinstance(compiled, CompiledStateGraph) and compiled.name == "my-hirag"
+    assert set(compiled.get_input_jsonschema()["properties"]) == {"question"}
+    graph = hirag_state_graph(model, corpus, HiRAGConfig(th1=2))
+    seen = []
+
+    def audit(state):  # a user's node between record and decompose
+        seen.append(state["sub_answers"][-1])
+        return {}
+
+    graph.add_node("audit", audit)
+    graph.edges.discard(("record", "decompose"))
+    graph.add_edge("record", "audit")
+    graph.add_edge("audit", "decompose")
+    assert graph.compile().invoke({"question": QUESTION})["answer"] == "Dunmere"
+    assert seen == ["The Kesh Bridge was designed by Tomas Halvard.", "Tomas Halvard was born in Dunmere."]
+
+
+def test_any_langchain_vector_store_with_a_metadata_filter(tmp_path):
+    """Issue 22: the chunk level worked only with Chroma (through its private collection)."""
+    store = InMemoryVectorStore(HashEmbeddings(1024))
+    built = HierarchicalCorpus.from_documents(docs(), HashEmbeddings(1024), vector_store=store, show_progress=False)
+    chunks = built.rank_chunks("Tomas Halvard", "Where was Tomas Halvard born?")
+    assert chunks[0].page_content == "Tomas Halvard was born in Dunmere in 1820." and len(chunks) == 3
+    state = build_hirag_graph(ScriptedChatModel(Script()), built, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+    assert state["answer"] == "Dunmere"
+    built.persist(tmp_path)
+    with pytest.raises(StoreError, match="vector_store="):
+        HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
+    again = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024), vector_store=store)
+    assert again.chunk_ids == built.chunk_ids
+
+
+def test_a_store_holding_another_corpus_is_refused_or_replaced(tmp_path):
+    """Issue 21: building corpus B into the store that held corpus A mixed them."""
+    first = [Document(page_content="The Lisk is a river.", metadata={"title": "Lisk"})]
+    HierarchicalCorpus.from_documents(first, HashEmbeddings(1024), persist_dir=tmp_path, show_progress=False)
+    with pytest.raises(StoreError, match="overwrite=True"):
+        HierarchicalCorpus.from_documents(docs(), HashEmbeddings(1024), persist_dir=tmp_path, show_progress=False)
+    second = HierarchicalCorpus.from_documents(docs(), HashEmbeddings(1024), persist_dir=tmp_path, overwrite=True, show_progress=False)
+    reloaded = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
+    assert reloaded.chunk_ids == second.chunk_ids and "Lisk" not in [d.title for d in reloaded.documents]
+    assert {c.metadata["title"] for c in reloaded.search("river", 20)} <= {t for t, _ in PASSAGES}

@@ -80,7 +80,7 @@ def build(llm=None, **kwargs) -> K2RAGIndex:
     kwargs.setdefault("summarizer", "none")
     kwargs.setdefault("kg", None)
     return K2RAGIndex.from_documents(
-        DOCS, llm=llm or ScriptedLLM(respond), embed_model=HashEmbedding(dim=256), show_progress=False, cache=False, **kwargs
+        DOCS, llm=llm or ScriptedLLM(respond), embed_model=HashEmbedding(dim=256), show_progress=False, **kwargs
     )
 
 
@@ -94,7 +94,7 @@ def test_chunks_follow_eq1():
     config = K2RAGConfig()
     index = K2RAGIndex.from_documents(
         [doc], llm=ScriptedLLM(respond), embed_model=HashEmbedding(), summarizer="none", kg=None,
-        show_progress=False, cache=False,
+        show_progress=False,
     )  # fmt: skip
     full = eq1_chunk_count(n, config.chunk_size, config.chunk_overlap)
     tail = (n - config.chunk_overlap) % (config.chunk_size - config.chunk_overlap) != 0
@@ -127,7 +127,7 @@ def test_index_uses_the_summaries():
     long_doc = Document(id_="long", text="Tomas Halvard built bridges. " * 40, metadata={"title": "Halvard"})
     index = K2RAGIndex.from_documents(
         [*DOCS, long_doc], llm=ScriptedLLM(respond), embed_model=HashEmbedding(), kg=None,
-        config=K2RAGConfig(min_summary_tokens=100), show_progress=False, cache=False,
+        config=K2RAGConfig(min_summary_tokens=100), show_progress=False,
     )  # fmt: skip
     by_id = {s["id"]: s["summary"] for s in index.summaries}
     assert by_id["long"] == "A summary." and by_id["kesh"] == DOCS[0].text
@@ -138,7 +138,7 @@ def test_index_uses_the_summaries():
 
 def test_empty_corpus_is_refused():
     with pytest.raises(CorpusError):
-        K2RAGIndex.from_documents([Document(text=" ")], llm=ScriptedLLM(respond), embed_model=HashEmbedding(), cache=False)
+        K2RAGIndex.from_documents([Document(text=" ")], llm=ScriptedLLM(respond), embed_model=HashEmbedding())
 
 
 # --- eq. (4) ---------------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_pipelines_needing_a_graph_say_so():
 def test_persist_and_reload(tmp_path):
     index = build()
     index.persist(tmp_path)
-    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=ScriptedLLM(respond), embed_model=HashEmbedding(dim=256), cache=False)
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=ScriptedLLM(respond), embed_model=HashEmbedding(dim=256))
     query = "Where was Tomas Halvard born?"
     before = [(h.node.node_id, round(h.score, 5)) for h in index.as_retriever().retrieve(query)]
     after = [(h.node.node_id, round(h.score, 5)) for h in loaded.as_retriever().retrieve(query)]
@@ -293,7 +293,7 @@ def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
     index = build(llm=llm, kg="property")
     assert index.stats()["kg_triples"] >= 2
     index.persist(tmp_path)
-    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256), cache=False)
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
     assert loaded.kg is not None and loaded.kg.triples() == index.kg.triples()
     assert loaded.kg.query("Where was Tomas Halvard born?") == "He was born in Dunmere."
     # The graph's triples reached the answer prompt.
@@ -311,7 +311,7 @@ def test_the_kg_extractor_sees_titles_not_ids_and_shows_progress_per_chunk(capsy
 
     llm = ScriptedLLM(slow_extractor)
     K2RAGIndex.from_documents(
-        DOCS, llm=llm, embed_model=HashEmbedding(dim=256), summarizer="none", kg="property", cache=False
+        DOCS, llm=llm, embed_model=HashEmbedding(dim=256), summarizer="none", kg="property"
     )
     extraction = [p for p in llm.prompts if "triplets" in p.lower()]
     assert len(extraction) == len(DOCS)

@@ -67,3 +67,43 @@ def test_run_sync_without_a_running_loop():
 
 async def test_run_sync_inside_a_running_loop_like_a_notebook():
     assert run_sync(_answer()) == 42
+
+
+def _asgi_round_trip(request: dict, reply: dict) -> tuple[dict, dict]:
+    """Send ``request`` through the adapter to an app answering ``reply``; what the app saw, what came back."""
+    from multihop_rag.llamacpp_server import _JsonSchemaAdapter
+
+    seen: dict = {}
+
+    async def app(scope, receive, send):
+        seen.update(json.loads((await receive())["body"]))
+        body = json.dumps(reply).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    sent: list = []
+
+    async def receive():
+        return {"type": "http.request", "body": json.dumps(request).encode(), "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/v1/chat/completions", "headers": []}
+    asyncio.run(_JsonSchemaAdapter(app)(scope, receive, send))
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    length = dict(sent[0]["headers"])[b"content-length"]
+    assert int(length) == len(body)
+    return seen, json.loads(body)
+
+
+def test_a_reply_cut_at_the_limit_loses_its_unfinished_record():
+    """Issue 21: GraphRAG kept the record a cut reply was writing (an entity whose description
+    stops mid-word); the server adapter drops it."""
+    request = {"model": "local", "messages": [], "x_record_delimiter": "\n##\n"}
+    content = '("entity"<|>QUERN VIADUCT<|>GEO<|>A viaduct.)\n##\n("entity"<|>ODILE BRASK<|>PERSON<|>An engin'
+    seen, out = _asgi_round_trip(request, {"choices": [{"message": {"content": content}, "finish_reason": "length"}]})
+    assert "x_record_delimiter" not in seen
+    assert out["choices"][0]["message"]["content"] == '("entity"<|>QUERN VIADUCT<|>GEO<|>A viaduct.)'
+    _, whole = _asgi_round_trip(request, {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]})
+    assert whole["choices"][0]["message"]["content"] == content

@@ -3,9 +3,10 @@
 import pytest
 from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
 
 from integrations_tests.fakes import KeywordRetriever, ScriptedChatModel
-from langchain_resp import build_resp_graph, combined_memory, prompts
+from langchain_resp import ReSPConfig, build_resp_graph, combined_memory, prompts, resp_state_graph
 
 DOCS = [
     Document(id="kesh", page_content="The Kesh Bridge was designed by Tomas Halvard.", metadata={"title": "Kesh Bridge"}),
@@ -45,8 +46,8 @@ class Script:
         raise AssertionError(prompt)
 
 
-def run(script: Script, **kwargs):
-    graph = build_resp_graph(ScriptedChatModel(script), retriever(), **kwargs)
+def run(script: Script, **settings):
+    graph = build_resp_graph(ScriptedChatModel(script), retriever(), config=ReSPConfig(**settings))
     return graph.invoke({"question": QUESTION})
 
 
@@ -79,17 +80,93 @@ def test_loop_stops_at_max_iterations_and_goes_straight_to_generate():
     assert script.calls.count("judge") == 2 and script.calls.count("plan") == 2
 
 
-def test_repeated_sub_question_ends_the_loop():
-    script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard"))
+def test_a_repeated_plan_is_asked_again_once_and_a_second_repeat_ends_the_loop():
+    script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard", "Who is Tomas Halvard?"))
     state = run(script, max_iterations=5)
-    assert state["stop_reason"] == "repeated_sub_question"
+    assert state["stop_reason"] == "repeated_sub_question" and state["replans"] == 1
     assert state["iterations"] == 2 and state["sub_questions"] == ["Who is Tomas Halvard?"]
-    assert script.calls[-1] == "generate"
+    assert script.calls[-3:] == ["plan", "plan", "generate"]
 
 
-def test_plan_repeating_the_question_itself_ends_the_loop():
-    state = run(Script(plan=(QUESTION,)))
-    assert state["stop_reason"] == "repeated_sub_question" and state["iterations"] == 1
+def test_a_plan_repeating_the_question_is_replanned_into_a_second_hop():
+    """Issue 22: on 2Wiki with the 0.5B model, 12 of 20 runs ended after round 1 because the planner
+    returned the question itself; the re-plan names the repetition and asks for the missing piece."""
+    script = Script(judge=("No", "Yes"), plan=(QUESTION, "Who designed the Kesh Bridge?"))
+    model = ScriptedChatModel(script)
+    state = build_resp_graph(model, retriever()).invoke({"question": QUESTION})
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["iterations"] == 2
+    assert state["replans"] == 1 and state["stop_reason"] == "sufficient"
+    replan = next(p for p in model.prompts if "already asked" in p)
+    assert QUESTION in replan and "missing" in replan
+
+
+def test_a_paraphrase_of_the_question_counts_as_a_repeat():
+    script = Script(plan=("Where was the Kesh Bridge's designer born?", "Where was the Kesh Bridge designer born?"))
+    state = run(script)
+    assert state["stop_reason"] == "repeated_sub_question" and state["iterations"] == 1 and state["replans"] == 1
+
+
+def test_without_replanning_the_first_repeat_ends_the_loop():
+    state = run(Script(plan=(QUESTION,)), replan_on_repeat=False)
+    assert state["stop_reason"] == "repeated_sub_question" and state["iterations"] == 1 and state["replans"] == 0
+
+
+def test_a_plan_cut_at_the_token_cap_is_no_sub_question():
+    script = Script(judge=("No", "Yes"), plan=(("Who designed the Kesh", "length"), "Who designed the Kesh Bridge?"))
+    state = run(script)
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["replans"] == 1
+
+
+def test_a_reused_thread_answers_each_question_afresh():
+    """Issue 21: on a reused thread_id the second question retrieved with the first one's
+    sub-question, inherited iterations=2 and went straight to generate."""
+    script = Script(judge=("No", "No", "Yes"), plan=("Who is Tomas Halvard?", "What is Dunmere?"))
+    retr = retriever()
+    graph = build_resp_graph(ScriptedChatModel(script), retr, checkpointer=InMemorySaver(), config=ReSPConfig(max_iterations=2))
+    config = {"configurable": {"thread_id": "one-thread"}}
+    graph.invoke({"question": QUESTION}, config)
+    second = graph.invoke({"question": "Which port lies on the Sable River?"}, config)
+    assert retr.queries[2] == "Which port lies on the Sable River?"
+    assert second["iterations"] == 2 and second["sub_questions"] == ["What is Dunmere?"]
+    assert len(second["global_memory"]) == 2 and len(second["retrieved"]) == 2
+
+
+async def test_ainvoke_calls_the_models_async_methods():
+    script = Script(judge=("No", "Yes"))
+    model, retr = ScriptedChatModel(script), retriever()
+    state = await build_resp_graph(model, retr).ainvoke({"question": QUESTION})
+    assert state["answer"] == "Dunmere"
+    assert set(model.modes) == {"async"} and set(retr.modes) == {"async"}
+    build_resp_graph(model, retr).invoke({"question": QUESTION})
+    assert model.modes[-1] == "sync" and retr.modes[-1] == "sync"
+
+
+def test_a_runs_context_overrides_the_graphs_settings():
+    script = Script(judge=("No",), plan=("Q one?", "Q two?", "Q three?"))
+    graph = build_resp_graph(ScriptedChatModel(script), retriever())
+    state = graph.invoke({"question": QUESTION}, context={"max_iterations": 2})
+    assert state["iterations"] == 2 and state["stop_reason"] == "max_iterations"
+    state = graph.invoke({"question": QUESTION}, context=ReSPConfig(max_iterations=1))
+    assert state["iterations"] == 1
+
+
+def test_the_builder_is_typed_and_the_uncompiled_graph_takes_a_reranker():
+    model = ScriptedChatModel(Script(judge=("Yes",)))
+    compiled = build_resp_graph(model, retriever(k=3), name="my-resp")
+    assert isinstance(compiled, CompiledStateGraph) and compiled.name == "my-resp"
+    assert set(compiled.get_input_jsonschema()["properties"]) == {"question"}
+
+    graph = resp_state_graph(model, retriever(k=3))
+
+    def rerank(state):  # a user's node between retrieve and summarize: keep the best document only
+        return {"documents": state["documents"][:1]}
+
+    graph.add_node("rerank", rerank)
+    graph.add_edge("retrieve", "rerank")
+    graph.add_edge("rerank", "summarize")
+    graph.edges.discard(("retrieve", "summarize"))
+    state = graph.compile().invoke({"question": QUESTION})
+    assert state["answer"] == "Dunmere" and "Doc 2" not in model.prompts[0]
 
 
 def test_malformed_judge_counts_and_means_no():
@@ -141,7 +218,7 @@ def test_role_models_are_used_per_role():
 
 
 def test_top_k_limits_documents_and_words_are_counted():
-    graph = build_resp_graph(ScriptedChatModel(Script(judge=("Yes",))), retriever(k=3), top_k=1)
+    graph = build_resp_graph(ScriptedChatModel(Script(judge=("Yes",))), retriever(k=3), config=ReSPConfig(top_k=1))
     state = graph.invoke({"question": QUESTION})
     assert len(state["retrieved"][0]) == 1
     assert state["retrieved_words"] == len(DOCS[0].page_content.split())
@@ -150,7 +227,7 @@ def test_top_k_limits_documents_and_words_are_counted():
 def test_stream_yields_node_updates_in_order():
     graph = build_resp_graph(ScriptedChatModel(Script(judge=("No", "Yes"))), retriever())
     nodes = [next(iter(update)) for update in graph.stream({"question": QUESTION}, stream_mode="updates")]
-    assert nodes == ["retrieve", "summarize", "judge", "plan", "retrieve", "summarize", "judge", "generate"]
+    assert nodes == ["start", "retrieve", "summarize", "judge", "plan", "retrieve", "summarize", "judge", "generate"]
 
 
 def test_checkpointer_interrupt_and_resume():
@@ -160,7 +237,7 @@ def test_checkpointer_interrupt_and_resume():
     )
     config = {"configurable": {"thread_id": "t1"}}
     paused = graph.invoke({"question": QUESTION}, config)
-    assert "answer" not in paused and graph.get_state(config).next == ("plan",)
+    assert not paused.get("answer") and graph.get_state(config).next == ("plan",)
     final = graph.invoke(None, config)
     assert final["answer"] == "Dunmere" and final["iterations"] == 2
 

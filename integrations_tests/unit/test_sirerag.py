@@ -181,7 +181,7 @@ def test_dual_clustering_adds_entity_clusters_to_level_one(docs, tmp_path):
 
 def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
     llm = fake_llm(fail_chunks=("Ardun",))
-    index = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=HashEmbedding(), show_progress=False, cache=False)
+    index = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=HashEmbedding(), show_progress=False)
     stats = index.stats()
     assert stats["skipped_chunks"] == 1  # only the Greyfell Mountains passage names Mount Ardun
     assert stats["structured_output"]["failed"] == 1
@@ -190,7 +190,7 @@ def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
 
 def test_failed_summaries_are_not_indexed(docs, tmp_path):
     index = SiReRAGIndex.from_documents(
-        docs, llm=fake_llm(fail_summaries=True), embed_model=HashEmbedding(), show_progress=False, cache=False
+        docs, llm=fake_llm(fail_summaries=True), embed_model=HashEmbedding(), show_progress=False
     )
     assert not any(n.kind == "summary" for n in index.nodes.values())
     assert index.stats()["failed_summaries"] > 0
@@ -207,7 +207,7 @@ def test_second_build_is_answered_from_the_cache(docs, tmp_path):
 def test_persist_and_reload_round_trip(default_index, tmp_path):
     index = default_index
     index.persist(tmp_path / "idx")
-    again = SiReRAGIndex.from_persist_dir(tmp_path / "idx", llm=fake_llm(), embed_model=HashEmbedding(), cache=False)
+    again = SiReRAGIndex.from_persist_dir(tmp_path / "idx", llm=fake_llm(), embed_model=HashEmbedding())
     assert set(again.nodes) == set(index.nodes) and again.stats() == index.stats()
     assert again.vector_store._collection.count() == len(index.nodes)
     query = "Who designed the Kesh Bridge?"

@@ -17,6 +17,8 @@ from multihop_rag.structured import (
     generate_label,
     parse_json,
     parse_label,
+    salvage,
+    schema_token_budget,
 )
 
 
@@ -75,7 +77,9 @@ def test_retry_then_success_is_counted_and_prompt_says_what_was_wrong():
     llm = ScriptedLLM(["no JSON here", json.dumps(GOOD)])
     value = generate_json(llm, "Extract propositions.", Propositions, stats=stats)
     assert value == Propositions.model_validate(GOOD)
-    assert stats.as_dict() == {"calls": 1, "first_try": 0, "repaired": 0, "retried": 1, "failed": 0}
+    assert stats.as_dict() == {
+        "calls": 1, "first_try": 0, "repaired": 0, "retried": 1, "salvaged": 0, "failed": 0, "truncated": 0, "thinking": 0
+    }
     assert "could not be used" in llm.prompts[1] and "maxItems" in llm.prompts[1]
 
 
@@ -90,10 +94,114 @@ def test_gives_up_with_warning_and_counter(caplog):
     assert "chunk 7" in caplog.text
 
 
-def test_unconstrained_backend_gets_no_format_kwarg():
+def test_unconstrained_backend_gets_no_format_kwarg_but_a_token_cap():
     llm = ScriptedLLM([json.dumps(GOOD)])
     generate_json(llm, "p", Propositions)
-    assert llm.calls_kwargs == [{}]
+    assert llm.calls_kwargs == [{"max_tokens": schema_token_budget(Propositions.model_json_schema())}]
+
+
+class Fact(BaseModel):
+    fact: str
+    entities: list[str] = Field(default_factory=list, max_length=10)
+
+
+class Facts(BaseModel):
+    facts: list[Fact] = Field(default_factory=list, max_length=30)
+
+
+TWO_FACTS = {"facts": [{"fact": "The Quern Viaduct spans the Lisk.", "entities": ["Quern Viaduct", "Lisk"]},
+                       {"fact": "It was designed by Odile Brask in 1802.", "entities": ["Odile Brask"]}]}
+CUT = json.dumps(TWO_FACTS)[:-40]  # the second fact's text is cut: '..."It was designed by Odile B'
+
+
+def test_the_token_cap_is_sized_from_what_the_schema_allows():
+    """Issue 21: SiReRAG's facts JSON was capped at 512 tokens; 30 facts with 10 entities need more."""
+    budget = schema_token_budget(Facts.model_json_schema())
+    assert budget > 30 * 40
+    llm = ScriptedLLM([json.dumps(TWO_FACTS)])
+    generate_json(llm, "p", Facts)
+    assert llm.calls_kwargs[0]["max_tokens"] == budget
+
+
+def test_a_reply_cut_at_the_limit_is_asked_again_with_twice_the_cap():
+    stats = StructuredStats()
+    llm = ScriptedLLM([(CUT, "length"), json.dumps(TWO_FACTS)])
+    value = generate_json(llm, "Extract facts.", Facts, stats=stats, max_tokens=100)
+    assert value == Facts.model_validate(TWO_FACTS)
+    assert [k["max_tokens"] for k in llm.calls_kwargs] == [100, 200]
+    assert "cut off" in llm.prompts[1]
+    assert (stats.truncated, stats.retried, stats.repaired, stats.salvaged) == (1, 1, 0, 0)
+
+
+def test_a_reply_cut_on_every_try_keeps_only_complete_items():
+    """Issue 21: a cut reply was "repaired" into a list whose last fact was a fragment ("…designed the
+    Kesh Bri") and counted as a success. Now the fragment is dropped and the reply counted apart."""
+    stats = StructuredStats()
+    llm = ScriptedLLM([(CUT, "length")] * 3)
+    value = generate_json(llm, "Extract facts.", Facts, stats=stats, max_tokens=100)
+    assert value == Facts(facts=[Fact.model_validate(TWO_FACTS["facts"][0])])
+    assert (stats.truncated, stats.salvaged, stats.repaired, stats.first_try) == (3, 1, 0, 0)
+
+
+def test_a_cut_reply_without_a_finish_reason_is_known_by_its_token_count():
+    """A backend that reports no finish reason: a reply as long as the cap was cut."""
+    stats = StructuredStats()
+    long_cut = CUT  # ScriptedLLM counts words as tokens
+    words = len(long_cut.split())
+
+    class NoReason(ScriptedLLM):
+        def complete(self, prompt, formatted=False, **kwargs):
+            response = super().complete(prompt, formatted, **kwargs)
+            response.raw = {"usage": response.raw["usage"]}
+            return response
+
+    llm = NoReason([long_cut] * 3)
+    value = generate_json(llm, "p", Facts, stats=stats, max_tokens=words, retries=0)
+    assert value is not None and len(value.facts) == 1 and stats.salvaged == 1
+
+
+def test_a_cut_single_value_is_never_kept():
+    """No list on the cut's path: the whole value is the fragment."""
+    stats = StructuredStats()
+    llm = ScriptedLLM([('{"answer": "The Quern Viad', "length")] * 3)
+
+    class Answer(BaseModel):
+        answer: str
+
+    assert generate_json(llm, "p", Answer, stats=stats, max_tokens=10) is None
+    assert stats.failed == 1 and stats.truncated == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"facts": [1, 2, 3', {"facts": [1, 2]}),
+        ('{"a": 1, "facts": [{"x": [1, 2]}, {"x": [3', {"a": 1, "facts": [{"x": [1, 2]}]}),
+        ('[{"a": "b"}, {"a": "c', [{"a": "b"}]),
+        ('{"facts": [{"fact": "\\\\", "e": []}, {"fact": "\\', {"facts": [{"fact": "\\", "e": []}]}),
+        ('{"answer": "frag', None),
+        ("no json", None),
+    ],
+)
+def test_salvage_keeps_the_complete_items_of_the_outermost_list(text, expected):
+    assert salvage(text) == expected
+
+
+def test_thinking_blocks_are_removed_before_parsing_and_counted():
+    stats = StructuredStats()
+    llm = ScriptedLLM(["<think>The user wants facts. Let me list them.</think>\n" + json.dumps(TWO_FACTS)])
+    assert generate_json(llm, "p", Facts, stats=stats) == Facts.model_validate(TWO_FACTS)
+    assert stats.thinking == 1 and stats.first_try == 1
+    label_llm = ScriptedLLM(["<think>Is it? No wait, yes.</think> No"])
+    assert generate_label(label_llm, "Enough?", stats=stats) == "No"
+    assert stats.thinking == 2
+
+
+def test_an_unclosed_thinking_block_leaves_nothing_to_parse():
+    stats = StructuredStats()
+    llm = ScriptedLLM([("<think>Let me think about the facts: the Quern", "length")] * 3)
+    assert generate_json(llm, "p", Facts, stats=stats) is None
+    assert stats.failed == 1 and stats.thinking == 3
 
 
 def test_langchain_chat_models_work_too():

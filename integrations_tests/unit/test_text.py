@@ -57,3 +57,15 @@ def test_sentences_respect_abbreviations():
         "He arrived at 5 p.m. on Monday.",
         "It rained!",
     ]
+
+
+@pytest.mark.parametrize("overlap", [0, 5])
+def test_chunks_never_cut_a_character_in_half(overlap):
+    """Issue 21: chunk_tokens decoded raw token slices, so CJK and emoji text got U+FFFD."""
+    text = ("東京は日本の首都です。" + "😀🎉👩‍👩‍👧 " + "naïve façade Ünïcödé. ") * 30
+    chunks = chunk_tokens(text, 16, overlap)
+    assert chunks and not any("\ufffd" in c for c in chunks)
+    if overlap == 0:
+        assert "".join(chunks) == text
+    else:
+        assert all(c in text for c in chunks) and chunks[-1].endswith("Ünïcödé. ")

@@ -1,0 +1,28 @@
+"""ReSP's knobs, each with the paper's value and section (Jiang et al., 2024)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ReSPConfig(BaseModel):
+    """How a ReSP run retrieves, loops and re-plans. Pass one to :func:`~langchain_resp.build_resp_graph`,
+    or change fields for one run: ``graph.invoke(input, context={"max_iterations": 2})``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    top_k: int = Field(5, ge=1, description="Documents retrieved per round (§5.2: top-5).")
+    max_iterations: int = Field(3, ge=1, description="Most rounds of retrieval; then the answer is generated (§5.2: 3).")
+    max_output_tokens: int = Field(200, ge=1, description="Token cap of every generation (§5.2: maximum output length 200).")
+    repeat_threshold: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="A planned sub-question sharing this share of its content words (over the larger set) with the "
+        "question or an earlier sub-question repeats it (ours: the paper's planner prompt only says not to repeat).",
+    )
+    replan_on_repeat: bool = Field(
+        True,
+        description="On a repeat, ask the planner once more, naming the repetition; a second repeat ends the loop "
+        "(False: the first repeat ends it).",
+    )

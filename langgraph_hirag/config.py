@@ -1,0 +1,27 @@
+"""HiRAG's knobs, each with the paper's value and section (Zhang et al., 2024)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class HiRAGConfig(BaseModel):
+    """How a HiRAG run decomposes, retrieves and rethinks. Pass one to
+    :func:`~langgraph_hirag.build_hirag_graph`, or change fields for one run:
+    ``graph.invoke(input, context={"th3": 6})``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_subquestions: int = Field(5, ge=1, description="Most sub-questions per question (Appendix A.1, Table 7: 5).")
+    th1: int = Field(
+        1, ge=1, description="More titles than this matching the entity at an attempt: semantic incompleteness, "
+        "rewrite (Algorithm 1 lines 20-23; the authors' code: more than one)."
+    )
+    th2: int = Field(3, ge=1, description="Every th2-th failed attempt rethinks at document level (Algorithm 1 line 31; authors' code: 3).")
+    th3: int = Field(4, ge=1, description="Attempts per sub-question before giving up (Algorithm 1 line 34; §5.3: 4 retrievals).")
+    m: int = Field(5, ge=1, description="Eq. (7): internal knowledge with probability (t/m)² after the t-th failed rethink (§4.4: 5).")
+    seed: int = Field(0, description="Seed of the (t/m)² draws (a hash of seed, question, sub-question and t).")
+    title_candidates: int = Field(20, ge=1, description="Titles BM25 ranks per entity (authors' code: 20).")
+    rewrite_top_k: int = Field(1, ge=1, description="Chunks the whole-corpus search returns after a rewrite (the paper's web search stand-in).")
+    use_profiles: bool = Field(True, description="Give the Filter the document's profile with the chunk (eq. 3's p*; False: Table 4's 'w/o profile').")
+    max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")

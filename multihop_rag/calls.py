@@ -1,0 +1,266 @@
+"""One LLM call on either framework, and what a caller must know about its reply.
+
+- :class:`Call`: a prompt (or chat messages) with per-call limits (``max_tokens``, ``stop``) and an
+  optional JSON schema for constrained decoding.
+- :class:`Reply`: the text with any thinking block removed, whether the model stopped at the token
+  limit (``truncated``: finish reason ``length``, or as many tokens as the cap), and token counts.
+- :func:`call` / :func:`acall` run one call on a LlamaIndex ``LLM`` or a LangChain chat model.
+- :func:`run` / :func:`arun` drive a *dialogue*: a generator that yields requests — a :class:`Call`
+  (answered with a :class:`Reply`) or an :class:`Effect` (any other sync/async pair, such as a
+  retriever's ``invoke``/``ainvoke``) — and receives their results. The same control flow (a retry,
+  a re-ask) then runs synchronously or with the async methods without being written twice
+  (LangGraph nodes and ``agenerate_json`` use it).
+
+Thinking models (qwen3, deepseek-r1, gpt-oss on Ollama) put their reasoning in a ``<think>…</think>``
+block or a separate field: backends built here switch thinking off, and a block that still arrives
+is removed from the reply (``Reply.thinking``) before anyone parses it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.llms.llm import LLM
+
+__all__ = [
+    "AnyLLM",
+    "ContextOverflowError",
+    "Call",
+    "Effect",
+    "Reply",
+    "Dialogue",
+    "call",
+    "acall",
+    "run",
+    "arun",
+    "ask",
+    "finish_reason",
+    "strip_thinking",
+    "supports_format",
+]
+
+AnyLLM = LLM | BaseChatModel
+T = TypeVar("T")
+
+_THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)\s*", re.DOTALL | re.IGNORECASE)
+
+
+class ContextOverflowError(ValueError):
+    """A prompt does not fit the model's context window (and would be cut, or refused, by the server)."""
+
+
+def strip_thinking(text: str) -> tuple[str, bool]:
+    """``text`` without ``<think>…</think>`` blocks (an unclosed one runs to the end); whether one was there."""
+    stripped = _THINK.sub("", text)
+    return stripped.strip() if stripped != text else text, stripped != text
+
+
+@dataclass(frozen=True)
+class Call:
+    """What to ask one model."""
+
+    model: AnyLLM
+    prompt: str | Sequence[ChatMessage] | Sequence[BaseMessage]
+    """A prompt, or chat messages of the model's framework."""
+    max_tokens: int | None = None
+    """Most tokens to generate (None: the model's own setting)."""
+    stop: Sequence[str] | None = None
+    schema: dict[str, Any] | None = None
+    """A JSON schema: constrains decoding where the backend allows it (Ollama, llama.cpp)."""
+
+    def run(self) -> Reply:
+        return call(self)
+
+    async def arun(self) -> Reply:
+        return await acall(self)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Another step of a dialogue that has a sync and an async form, e.g.
+    ``Effect(lambda: retriever.invoke(q), lambda: retriever.ainvoke(q))``."""
+
+    sync: Callable[[], Any]
+    asynchronous: Callable[[], Awaitable[Any]]
+
+    def run(self) -> Any:
+        return self.sync()
+
+    async def arun(self) -> Any:
+        return await self.asynchronous()
+
+
+@dataclass
+class Reply:
+    """A model's answer to one :class:`Call`."""
+
+    text: str
+    truncated: bool = False
+    """Generation stopped at the token limit: the text is cut off."""
+    thinking: bool = False
+    """A thinking block was removed from the text."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    raw: Any = field(default=None, repr=False)
+
+
+Dialogue = Generator[Any, Any, T]
+"""A control flow that yields requests (:class:`Call`, :class:`Effect`) and receives their results."""
+
+
+def supports_format(model: AnyLLM) -> bool:
+    """Whether the backend constrains decoding to a JSON schema given as ``format=``."""
+    from langchain_ollama import ChatOllama
+    from llama_index.llms.ollama import Ollama
+
+    from multihop_rag.llamacpp import LlamaCppChatModel, LlamaCppLLM
+
+    inner = getattr(model, "inner", None)
+    if isinstance(inner, LLM):
+        return supports_format(inner)
+    return isinstance(model, (Ollama, ChatOllama, LlamaCppLLM, LlamaCppChatModel))
+
+
+def finish_reason(raw: Any) -> str | None:
+    """The finish reason of a raw response: llama.cpp and OpenAI ``choices[0].finish_reason``,
+    Ollama ``done_reason``, or our cache's ``finish_reason``."""
+    if raw is None:
+        return None
+    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
+    for key in ("finish_reason", "done_reason"):
+        if value := get(key):
+            return str(value)
+    choices = get("choices") or []
+    if choices:
+        first = choices[0]
+        value = first.get("finish_reason") if isinstance(first, dict) else getattr(first, "finish_reason", None)
+        return str(value) if value else None
+    return None
+
+
+def _usage(raw: Any) -> tuple[int, int]:
+    if raw is None:
+        return 0, 0
+    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
+    usage = get("usage") or {}
+    if usage:
+        uget = usage.get if isinstance(usage, dict) else lambda key, default=None: getattr(usage, key, default)
+        return int(uget("prompt_tokens") or 0), int(uget("completion_tokens") or 0)
+    return int(get("prompt_eval_count") or 0), int(get("eval_count") or 0)
+
+
+def _finish(text: str, reason: str | None, prompt: int, completion: int, max_tokens: int | None, raw: Any) -> Reply:
+    text, thinking = strip_thinking(text or "")
+    truncated = reason == "length" or (reason is None and max_tokens is not None and completion >= max_tokens)
+    return Reply(text.strip(), truncated, thinking, prompt, completion, reason, raw)
+
+
+def _llama_index_kwargs(c: Call) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if c.max_tokens is not None:
+        kwargs["max_tokens"] = c.max_tokens
+    if c.stop:
+        kwargs["stop"] = list(c.stop)
+    if c.schema is not None and supports_format(c.model):
+        kwargs["format"] = c.schema
+    return kwargs
+
+
+def _langchain_model(c: Call) -> tuple[BaseChatModel, dict[str, Any]]:
+    """The model to invoke and its per-call kwargs (ChatOllama takes a token cap only as a field)."""
+    from langchain_ollama import ChatOllama
+
+    model = c.model
+    assert isinstance(model, BaseChatModel)
+    kwargs: dict[str, Any] = {}
+    if c.max_tokens is not None:
+        if isinstance(model, ChatOllama):
+            model = model.model_copy(update={"num_predict": c.max_tokens})
+        else:
+            kwargs["max_tokens"] = c.max_tokens
+    if c.stop:
+        kwargs["stop"] = list(c.stop)
+    if c.schema is not None and supports_format(model):
+        kwargs["format"] = c.schema
+    return model, kwargs
+
+
+def _from_message(message: AIMessage | BaseMessage, c: Call) -> Reply:
+    meta = getattr(message, "response_metadata", None) or {}
+    usage = getattr(message, "usage_metadata", None) or {}
+    reason = meta.get("finish_reason") or meta.get("done_reason")
+    window = getattr(c.model, "num_ctx", None)  # ChatOllama: the server cuts a longer prompt silently
+    if window and int(usage.get("input_tokens", 0)) >= window:
+        raise ContextOverflowError(
+            f"Ollama cut the prompt to its {window}-token context (num_ctx): raise the context size or shorten the input"
+        )
+    return _finish(
+        message.text, reason, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), c.max_tokens, meta
+    )
+
+
+def _is_messages(prompt: Any) -> bool:
+    return not isinstance(prompt, str)
+
+
+def call(c: Call) -> Reply:
+    """Run one call and read its reply."""
+    if isinstance(c.model, BaseChatModel):
+        model, kwargs = _langchain_model(c)
+        return _from_message(model.invoke(c.prompt, **kwargs), c)  # type: ignore[arg-type]
+    kwargs = _llama_index_kwargs(c)
+    if _is_messages(c.prompt):
+        response = c.model.chat(list(c.prompt), **kwargs)  # type: ignore[arg-type]
+        text, raw = response.message.content or "", response.raw
+    else:
+        completion = c.model.complete(c.prompt, **kwargs)  # type: ignore[arg-type]
+        text, raw = completion.text, completion.raw
+    return _finish(text, finish_reason(raw), *_usage(raw), c.max_tokens, raw)
+
+
+async def acall(c: Call) -> Reply:
+    """:func:`call` with the model's async methods."""
+    if isinstance(c.model, BaseChatModel):
+        model, kwargs = _langchain_model(c)
+        return _from_message(await model.ainvoke(c.prompt, **kwargs), c)  # type: ignore[arg-type]
+    kwargs = _llama_index_kwargs(c)
+    if _is_messages(c.prompt):
+        response = await c.model.achat(list(c.prompt), **kwargs)  # type: ignore[arg-type]
+        text, raw = response.message.content or "", response.raw
+    else:
+        completion = await c.model.acomplete(c.prompt, **kwargs)  # type: ignore[arg-type]
+        text, raw = completion.text, completion.raw
+    return _finish(text, finish_reason(raw), *_usage(raw), c.max_tokens, raw)
+
+
+def run(dialogue: Dialogue[T]) -> T:
+    """Drive ``dialogue`` with synchronous calls; returns its result."""
+    try:
+        request = next(dialogue)
+        while True:
+            request = dialogue.send(request.run())
+    except StopIteration as done:
+        return done.value
+
+
+async def arun(dialogue: Dialogue[T]) -> T:
+    """Drive ``dialogue`` with the async methods; returns its result."""
+    try:
+        request = next(dialogue)
+        while True:
+            request = dialogue.send(await request.arun())
+    except StopIteration as done:
+        return done.value
+
+
+def ask(model: AnyLLM, prompt: str | Sequence[Any], **options: Any) -> Dialogue[Reply]:
+    """A one-call dialogue: ``reply = yield from ask(model, prompt, stop=[...])``."""
+    reply: Reply = yield Call(model, prompt, **options)
+    return reply

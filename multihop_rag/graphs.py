@@ -1,0 +1,81 @@
+"""Pieces the LangGraph methods share: nodes written once for ``invoke`` and ``ainvoke``, per-run
+settings from LangGraph's runtime context, and the repetition test of planned questions.
+
+A node is a *dialogue* (:mod:`multihop_rag.calls`): a generator that yields model calls and other
+awaitable steps and returns the state update. :func:`dialogue_node` turns it into a runnable
+whose sync path calls ``invoke`` and whose async path calls ``ainvoke`` (``graph.ainvoke`` then
+never runs a blocking call in a thread).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.runtime import get_runtime
+from pydantic import BaseModel
+
+from multihop_rag.calls import Dialogue, arun, run
+from multihop_rag.metrics import normalize_answer
+
+__all__ = ["dialogue_node", "run_settings", "content_words", "word_overlap", "repeated"]
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def dialogue_node(step: Callable[[Any], Dialogue[dict[str, Any]]], name: str | None = None) -> RunnableLambda:
+    """A LangGraph node running ``step(state)`` with sync calls under ``invoke`` and async ones under ``ainvoke``."""
+
+    def sync(state: Any) -> dict[str, Any]:
+        return run(step(state))
+
+    async def asynchronous(state: Any) -> dict[str, Any]:
+        return await arun(step(state))
+
+    return RunnableLambda(sync, afunc=asynchronous, name=name or step.__name__)
+
+
+def run_settings(default: S) -> S:
+    """The settings of the current run: the graph's ``default``, updated by the run's context
+    (``graph.invoke(input, context=Config(...))`` or a dict of the fields to change)."""
+    try:
+        context = get_runtime().context
+    except RuntimeError:
+        return default
+    if context is None:
+        return default
+    if isinstance(context, type(default)):
+        return context
+    if isinstance(context, dict):
+        return type(default).model_validate({**default.model_dump(), **context})
+    raise TypeError(f"the run's context must be a {type(default).__name__} or a dict, not {type(context).__name__}")
+
+
+_STOP_WORDS = frozenset(
+    "a an the of in on at to for by with from and or is are was were be been what which who whom whose when where "
+    "why how did does do this that these those it its as".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-case words of ``text`` without possessives, punctuation, articles and question words."""
+    text = re.sub(r"['’]s\b", "", text)
+    return {w for w in re.split(r"\s+", normalize_answer(text)) if w and w not in _STOP_WORDS}
+
+
+def word_overlap(a: str, b: str) -> float:
+    """Content words shared by ``a`` and ``b``, over the larger set's size (1.0: the same words)."""
+    wa, wb = content_words(a), content_words(b)
+    if not wa or not wb:
+        return 1.0 if normalize_answer(a) == normalize_answer(b) else 0.0
+    return len(wa & wb) / max(len(wa), len(wb))
+
+
+def repeated(question: str, earlier: Sequence[str], threshold: float) -> str | None:
+    """The earlier question that ``question`` repeats or paraphrases (word overlap ≥ ``threshold``), else None."""
+    for previous in earlier:
+        if word_overlap(question, previous) >= threshold:
+            return previous
+    return None
