@@ -17,11 +17,12 @@ Algorithm 1 of the paper, node by node::
   answer counts as No and is counted in ``judge_failures``.
 - ``plan``: the next sub-question (Algorithm 1 line 10: "distinct from previously retrieved
   sub-questions"). A plan that repeats or paraphrases the question or an earlier sub-question
-  (:func:`~multihop_rag.graphs.repeated`, ``repeat_threshold``) is asked again once, in the same
-  conversation, naming the repetition and asking for the missing piece; only a second repeat ends
-  the loop (``stop_reason = "repeated_sub_question"``). The paper has no repeat rule: its loop runs
-  until the judge says Yes or the bound; small models that plan the question again would then
-  retrieve the same documents every round.
+  (:func:`~multihop_rag.graphs.repeated`, ``repeat_threshold``) leads to one re-plan that names the
+  repetition and asks which entity of the known information is missing; the next round retrieves
+  for "What is known about <it>?" (``prompts.REPLAN``, ours). Only a second repeat — no name, or
+  one already looked up — ends the loop (``stop_reason = "repeated_sub_question"``). The paper has no
+  repeat rule: its loop runs until the judge says Yes or the bound; small models that plan the
+  question again would retrieve the same documents every round.
 - ``generate``: the final answer from the combined memory.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
@@ -38,7 +39,6 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -111,6 +111,16 @@ def sub_question_of(reply: Reply) -> str:
     if not lines or (reply.truncated and len(lines) == 1):
         return ""
     return _THOUGHT_PREFIX.sub("", lines[0]).strip().strip('"').strip()
+
+
+_NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
+
+
+def entity_of(reply: Reply) -> str:
+    """The name a re-plan replied with ("" for a cut reply or one longer than a name)."""
+    line = next((line.strip() for line in reply.text.splitlines() if line.strip()), "")
+    name = _NAME_PREFIX.sub("", line).strip().strip("\"'*.").strip()
+    return "" if reply.truncated or not name or len(name.split()) > 12 else name
 
 
 def _text(reply: Reply) -> tuple[str, int]:
@@ -197,13 +207,10 @@ def resp_state_graph(
         if repeat is None:
             return {"sub_question": thought, "sub_questions": [thought]}
         if settings.replan_on_repeat:
-            conversation = [
-                HumanMessage(ask),
-                AIMessage(reply.text),
-                HumanMessage(prompts.REPLAN.format(thought=thought or "(none)", earlier=repeat)),
-            ]
-            reply = yield Call(models["reasoner"], conversation, max_tokens=settings.max_output_tokens)
-            thought = sub_question_of(reply)
+            prompt = prompts.REPLAN.format(memory=memory, question=state["question"], thought=thought or "(none)", earlier=repeat)
+            reply = yield Call(models["reasoner"], prompt, max_tokens=32, stop=["\n"])
+            entity = entity_of(reply)
+            thought = prompts.ENTITY_QUESTION.format(entity=entity) if entity else ""
             if thought and repeated(thought, earlier, settings.repeat_threshold) is None:
                 return {"sub_question": thought, "sub_questions": [thought], "replans": 1}
         return {"stop_reason": "repeated_sub_question", "sub_question": thought, "replans": int(settings.replan_on_repeat)}

@@ -54,11 +54,17 @@ GENERATE = (
 """Generator, Response Generation (Table 1)."""
 
 REPLAN = (
-    'Your thought "{thought}" asks again for what "{earlier}" already asked, and those documents have been '
-    "retrieved. Look at the known information: what single piece of information is still missing to answer "
-    "the target question? Generate one thought in the form of question about that missing piece, naming its "
-    "entity, different from the questions already asked.\n[You Thought]:"
+    "Known information: {memory}\n"
+    "Target question: {question}\n"
+    'Your thought "{thought}" repeats "{earlier}", which has been searched already. To answer the target '
+    "question, information about another person, place or work named in the known information is missing. "
+    "Which one should be looked up next? Reply with its name only.\n"
+    "Name:"
 )
 """Ours, not the paper's: the one re-plan after a plan that repeats the question or an earlier
-sub-question (small models plan the question itself again; the paper's loop would retrieve the same
-documents every round). Sent as the next turn of the Plan conversation."""
+sub-question. It names the repetition and asks for the missing piece by name: asked for a new
+question, Qwen2.5-0.5B wrote the target question again (or copied an example), while asked for the
+name it gave the next hop's entity ("Charles B. Griffith" for the director of a film)."""
+
+ENTITY_QUESTION = "What is known about {entity}?"
+"""The sub-question made of the re-plan's name: it retrieves that entity's documents for the next round."""

@@ -36,6 +36,7 @@ from langchain_core.vectorstores import VectorStore
 from tqdm.auto import tqdm
 
 from multihop_rag.corpus import CorpusError, Passage
+from multihop_rag.persistence import read_manifest, write_manifest
 from multihop_rag.stores import (
     StoreError,
     copy_langchain_chroma,
@@ -50,7 +51,7 @@ __all__ = ["HierarchicalCorpus", "TitledDocument", "base_title"]
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 COLLECTION = "hirag"
 
 PROFILE_PROMPT = """Write a short profile of "{title}" from the text below: its key facts (dates, places, people, roles) as short "attribute: value" lines. Use only the text.
@@ -69,6 +70,10 @@ class TitledDocument:
     passages: list[str]
     profile: str
     chunk_ids: list[str]
+    passage_ids: list[str]
+    """The ids of ``passages``, in order."""
+    digest: str
+    """A hash of the passages' text: a changed document is re-indexed."""
 
 
 def base_title(title: str) -> str:
@@ -88,12 +93,77 @@ def _text_of(doc: Document | Passage) -> str:
     return (doc.text if isinstance(doc, Passage) else doc.page_content).strip()
 
 
+def _id_of(doc: Document | Passage, title: str, text: str) -> str:
+    if isinstance(doc, Passage):
+        return doc.id
+    meta = doc.metadata or {}
+    return str(doc.id or meta.get("passage_id") or hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16])
+
+
+def _merge(documents: Iterable[Document | Passage]) -> dict[str, list[tuple[str, str]]]:
+    """Title -> its ``(passage id, text)`` pairs in order; passages without text are left out."""
+    merged: dict[str, list[tuple[str, str]]] = {}
+    for doc in documents:
+        text = _text_of(doc)
+        if text:
+            title = _title_of(doc)
+            merged.setdefault(title, []).append((_id_of(doc, title, text), text))
+    return merged
+
+
+def _digest(passages: Sequence[tuple[str, str]]) -> str:
+    return hashlib.sha1(json.dumps(passages).encode()).hexdigest()
+
+
 def _chunk_id(title: str, index: int) -> str:
     return f"{hashlib.sha1(title.encode()).hexdigest()[:16]}-{index}"
 
 
 def _tokenize(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+
+
+def _titled(title: str, passages: Sequence[tuple[str, str]], chunk_size: int) -> TitledDocument:
+    chunks = sum((len([c for c in chunk_tokens(text, chunk_size, 0) if c.strip()]) for _, text in passages), 0)
+    lead = chunk_tokens(passages[0][1], 3 * chunk_size, 0)[0]
+    return TitledDocument(
+        title=title,
+        passages=[text for _, text in passages],
+        profile=lead,
+        chunk_ids=[_chunk_id(title, i) for i in range(chunks)],
+        passage_ids=[pid for pid, _ in passages],
+        digest=_digest(passages),
+    )
+
+
+def _index_chunks(
+    store: VectorStore, docs: Sequence[TitledDocument], chunk_size: int, profile_llm: BaseChatModel | None, show_progress: bool
+) -> None:
+    """Write the chunks of ``docs`` (title, passage id and position in metadata) and, with ``profile_llm``,
+    their profiles."""
+    texts: list[str] = []
+    metadatas: list[dict[str, Any]] = []
+    for doc in docs:
+        position = 0
+        for passage_id, passage in zip(doc.passage_ids, doc.passages, strict=True):
+            for chunk in (c for c in chunk_tokens(passage, chunk_size, 0) if c.strip()):
+                texts.append(chunk)
+                metadatas.append({"title": doc.title, "chunk": position, "passage_id": passage_id})
+                position += 1
+    if profile_llm is not None:
+        for doc in tqdm(docs, desc="HiRAG profiles", disable=not show_progress):
+            text = chunk_tokens("\n".join(doc.passages), 1500, 0)[0]
+            doc.profile = profile_llm.invoke(PROFILE_PROMPT.format(title=doc.title, text=text)).text.strip()
+    ids = [cid for d in docs for cid in d.chunk_ids]
+    for start in tqdm(range(0, len(ids), 256), desc="HiRAG chunk embeddings", disable=not show_progress):
+        end = start + 256
+        store.add_texts(texts[start:end], metadatas=metadatas[start:end], ids=ids[start:end])
+
+
+def _titles_index(docs: Sequence[TitledDocument]) -> bm25s.BM25:
+    index = bm25s.BM25()
+    index.index(bm25s.tokenize([d.title for d in docs], stopwords="en", show_progress=False), show_progress=False)
+    return index
 
 
 class HierarchicalCorpus:
@@ -135,11 +205,7 @@ class HierarchicalCorpus:
         memory); it must be empty, or ``overwrite=True`` replaces what it holds. ``profile_llm``: write
         each document's profile with this model instead of using its lead passage.
         """
-        merged: dict[str, list[str]] = {}
-        for doc in documents:
-            text = _text_of(doc)
-            if text:
-                merged.setdefault(_title_of(doc), []).append(text)
+        merged = _merge(documents)
         if not merged:
             raise CorpusError("no documents with text to build a HiRAG corpus from")
         if vector_store is not None:
@@ -155,29 +221,10 @@ class HierarchicalCorpus:
                 "pass overwrite=True (command line: --overwrite) to replace them, or use an empty store"
             )
         lc_delete_ids(store, present)
-        docs: list[TitledDocument] = []
-        chunk_texts: list[str] = []
-        chunk_meta: list[dict[str, Any]] = []
-        for title, passages in merged.items():
-            chunks = [c for p in passages for c in chunk_tokens(p, chunk_size, 0) if c.strip()]
-            ids = [_chunk_id(title, i) for i in range(len(chunks))]
-            lead = chunk_tokens(passages[0], 3 * chunk_size, 0)[0]
-            docs.append(TitledDocument(title=title, passages=passages, profile=lead, chunk_ids=ids))
-            chunk_texts.extend(chunks)
-            chunk_meta.extend({"title": title, "chunk": i} for i in range(len(chunks)))
-        if profile_llm is not None:
-            for doc in tqdm(docs, desc="HiRAG profiles", disable=not show_progress):
-                text = chunk_tokens("\n".join(doc.passages), 1500, 0)[0]
-                doc.profile = profile_llm.invoke(PROFILE_PROMPT.format(title=doc.title, text=text)).text.strip()
-        ids = [cid for d in docs for cid in d.chunk_ids]
-        batch = 256
-        for start in tqdm(range(0, len(ids), batch), desc="HiRAG chunk embeddings", disable=not show_progress):
-            end = start + batch
-            store.add_texts(chunk_texts[start:end], metadatas=chunk_meta[start:end], ids=ids[start:end])
-        titles_index = bm25s.BM25()
-        titles_index.index(bm25s.tokenize([d.title for d in docs], stopwords="en", show_progress=False), show_progress=False)
-        log.info("HiRAG corpus: %d documents, %d chunks", len(docs), len(ids))
-        corpus = cls(docs, store, titles_index, chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead")
+        docs = [_titled(title, passages, chunk_size) for title, passages in merged.items()]
+        _index_chunks(store, docs, chunk_size, profile_llm, show_progress)
+        log.info("HiRAG corpus: %d documents, %d chunks", len(docs), sum(len(d.chunk_ids) for d in docs))
+        corpus = cls(docs, store, _titles_index(docs), chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead")
         if persist_dir is not None:
             corpus.persist(persist_dir)
         return corpus
@@ -227,6 +274,35 @@ class HierarchicalCorpus:
         """Async :meth:`search`."""
         return await self.vector_store.asimilarity_search(query, k=k)
 
+    def update(
+        self, documents: Iterable[Document | Passage], *, profile_llm: BaseChatModel | None = None, show_progress: bool = False
+    ) -> dict[str, list[str]]:
+        """Make the corpus hold exactly ``documents``: a title whose passages are new or changed is
+        (re-)chunked and embedded, a title gone is deleted, and the title index is rebuilt (BM25, no
+        model call). Returns the titles ``added``, ``changed`` and ``removed``."""
+        merged = _merge(documents)
+        if not merged:
+            raise CorpusError("no documents with text: an empty corpus")
+        old = self._by_title
+        report: dict[str, list[str]] = {"added": [], "changed": [], "removed": [t for t in old if t not in merged]}
+        fresh: list[TitledDocument] = []
+        for title, passages in merged.items():
+            if title not in old:
+                report["added"].append(title)
+            elif old[title].digest != _digest(passages):
+                report["changed"].append(title)
+            else:
+                continue
+            fresh.append(_titled(title, passages, self.chunk_size))
+        gone = [cid for t in report["removed"] + report["changed"] for cid in old[t].chunk_ids]
+        lc_delete_ids(self.vector_store, gone)
+        _index_chunks(self.vector_store, fresh, self.chunk_size, profile_llm if self.profiles == "llm" else None, show_progress)
+        by_title = {d.title: d for d in fresh}
+        self.documents = [by_title.get(title) or old[title] for title in merged]
+        self._by_title = {d.title: d for d in self.documents}
+        self.titles_index = _titles_index(self.documents)
+        return report
+
     def persist(self, persist_dir: str | Path) -> None:
         """Write documents, profiles and the title index (JSON, bm25s files) to ``persist_dir``; chunks in
         a Chroma store elsewhere (in memory) are copied, with their embeddings, to ``persist_dir/chroma``.
@@ -240,8 +316,8 @@ class HierarchicalCorpus:
                 fh.write(json.dumps(asdict(doc)) + "\n")
         self.titles_index.save(str(folder / "titles_bm25"), show_progress=False)
         kind = "chroma" if isinstance(self.vector_store, Chroma) else type(self.vector_store).__name__
-        meta = {"format": FORMAT_VERSION, "chunk_size": self.chunk_size, "profiles": self.profiles, "vector_store": kind}
-        (folder / "hirag.json").write_text(json.dumps(meta, indent=1))
+        write_manifest(folder, "hirag", FORMAT_VERSION, chunk_size=self.chunk_size, profiles=self.profiles,
+                       vector_store=kind, status="done", documents=len(self.documents))
         if kind != "chroma":
             log.info("HiRAG corpus: the %s keeps the chunks; pass it again to from_persist_dir()", kind)
             return
@@ -257,12 +333,7 @@ class HierarchicalCorpus:
         """Reload a corpus written by :meth:`persist` (``vector_store``: where the chunks live, if not there).
         The store must hold exactly the corpus's chunks."""
         folder = Path(persist_dir)
-        meta_file = folder / "hirag.json"
-        if not meta_file.is_file():
-            raise StoreError(f"{folder} holds no HiRAG corpus (no hirag.json); build one and persist() it there")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise StoreError(f"{folder} was written by another format version ({meta.get('format')}); rebuild it")
+        meta = read_manifest(folder, "hirag", FORMAT_VERSION)
         with (folder / "documents.jsonl").open() as fh:
             documents = [TitledDocument(**json.loads(line)) for line in fh if line.strip()]
         titles_index = bm25s.BM25.load(str(folder / "titles_bm25"), show_progress=False)

@@ -28,8 +28,8 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph, node_id, normalize_edges
 from multihop_rag.calls import Call, call
+from multihop_rag.concurrency import map_bounded
 from multihop_rag.text import count_tokens, split_sentences
 
 __all__ = ["BuildReport", "chunk_documents", "make_batches", "parse_information_points", "build_graph"]
@@ -65,6 +66,10 @@ class BuildReport:
     truncated_replies: int = 0
     """Replies cut at the summary's token cap (their last, unfinished IP dropped)."""
     embedding_edge_batches: int = 0
+    rewritten_batches: int = 0
+    """Batches summarized (all of them in a build; in an update, those that changed)."""
+    reused_batches: int = 0
+    """Batches an update kept as they were (their points, edges and vectors)."""
     alignment_failures: int = 0
     """Batches whose IPs could not be found in the attention model's tokens (given embedding edges)."""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -155,12 +160,35 @@ def _summarize(llm: LLM, texts: list[str], max_tokens: int, report: BuildReport)
     return None
 
 
+def _summarize_safely(batch: list[GraphNode], *, llm: LLM, max_tokens: int, report: BuildReport) -> Any:
+    """:func:`_summarize`, or the exception it raised: one bad batch must not lose the build."""
+    try:
+        return _summarize(llm, [n.text for n in batch], max_tokens, report)
+    except Exception as exc:
+        log.warning("GARLIC: summarizing a batch of %d nodes failed: %s", len(batch), exc)
+        return exc
+
+
 def _embed(embed_model: BaseEmbedding, texts: list[str], show_progress: bool) -> np.ndarray:
     if not texts:
         return np.zeros((0, 0))
     vectors = np.asarray(embed_model.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _previous_batches(graph: SummaryGraph | None, level: int) -> list[tuple[list[str], list[str]]]:
+    """The batches level ``level`` was summarized in, as ``(children, points)`` in order: the points of
+    level + 1 grouped by the children their edges reach (every point of a batch has an edge to each of
+    its nodes)."""
+    if graph is None:
+        return []
+    batches: dict[tuple[str, ...], list[str]] = {}
+    for node in graph.levels.get(level + 1, []):
+        children = tuple(graph.edges.get(node.id, {}))
+        if children:
+            batches.setdefault(children, []).append(node.id)
+    return [(list(children), points) for children, points in batches.items()]
 
 
 def build_graph(
@@ -170,10 +198,19 @@ def build_graph(
     embed_model: BaseEmbedding,
     attention: AttentionModel | None,
     config: GarlicConfig,
+    max_concurrency: int = 1,
     show_progress: bool = True,
     report: BuildReport | None = None,
+    previous: SummaryGraph | None = None,
+    dropped: Sequence[str] = (),
 ) -> SummaryGraph:
-    """Build the HWDAG of ``documents`` (see the module docstring)."""
+    """Build the HWDAG of ``documents`` (see the module docstring), or update ``previous``.
+
+    An update takes ``documents`` (new or changed) and ``dropped`` (ids of removed or changed documents):
+    the chunks holding a dropped document go (the other documents packed in them are chunked again with
+    the new ones, at the end of level 1), and only batches that lost a node, or hold new nodes, are
+    summarized again; every other batch keeps its points, edges and embeddings. Changes climb level by
+    level to the top."""
     report = report if report is not None else BuildReport()
     window = config.window(llm.metadata.context_window)
     summary_tokens = config.summary_budget(llm.metadata.context_window)
@@ -186,10 +223,21 @@ def build_graph(
         )
 
     started = time.perf_counter()
-    level_nodes = chunk_documents(documents, config.chunk_size)
+    old_vectors = {} if previous is None else {n.id: previous.embeddings[i] for i, n in enumerate(previous.nodes)}
+    old_chunks = previous.levels.get(1, []) if previous is not None else []
+    gone = set(dropped)
+    hit = [c for c in old_chunks if gone & set(c.doc_ids)]
+    rechunk = {d for c in hit for d in c.doc_ids} - gone
+    kept = [c for c in old_chunks if c not in hit]
+    by_id = {d.doc_id: d for d in documents}
+    again = [by_id[d] for d in rechunk if d in by_id]
+    level_nodes = kept + chunk_documents([*again, *[d for d in documents if d.doc_id not in rechunk]], config.chunk_size)
+    level_nodes = list({n.id: n for n in level_nodes}.values())
     if not level_nodes:
         raise ValueError("the documents hold no text to index")
-    vectors = [_embed(embed_model, [n.text for n in level_nodes], show_progress)]
+    fresh = [n for n in level_nodes if n.id not in old_vectors]
+    new_vectors = _embed(embed_model, [n.text for n in fresh], show_progress)
+    vector_of = {**old_vectors, **{n.id: v for n, v in zip(fresh, new_vectors, strict=True)}}
     nodes = list(level_nodes)
     edges: dict[str, dict[str, float]] = {}
     report.seconds["chunk_and_embed"] = time.perf_counter() - started
@@ -197,53 +245,62 @@ def build_graph(
     level = 1
     while config.summary != "none" and level <= config.max_levels:
         mark = time.perf_counter()
-        batches = make_batches(level_nodes, budget)
-        report.batches[level] = len(batches)
-        jobs = [[n.text for n in batch] for batch in batches]
-        results: list[Any] = [None] * len(batches)
-        errors: list[BaseException] = []
-        with ThreadPoolExecutor(max(1, config.workers)) as pool, tqdm(
-            total=len(batches), desc=f"GARLIC level {level}->{level + 1} summaries", disable=not show_progress
-        ) as bar:
-            futures = [pool.submit(_summarize, llm, texts, summary_tokens, report) for texts in jobs]
-            for i, future in enumerate(futures):
-                try:
-                    results[i] = future.result()
-                except Exception as exc:  # one bad batch must not lose the build
-                    errors.append(exc)
-                    log.warning("GARLIC: summarizing batch %d of level %d failed: %s", i, level, exc)
-                bar.update()
-        if errors and len(errors) == len(batches):
-            raise RuntimeError(f"every summarization batch of level {level} failed; first error: {errors[0]}") from errors[0]
-        report.seconds[f"summaries_level_{level + 1}"] = time.perf_counter() - mark
+        present = {n.id: n for n in level_nodes}
+        plan: list[tuple[list[GraphNode], list[str] | None]] = []  # (batch, points kept) — None: summarize
+        covered: set[str] = set()
+        for children, points in _previous_batches(previous, level):
+            batch = [present[c] for c in children if c in present]
+            covered |= {n.id for n in batch}
+            if batch:
+                plan.append((batch, points if len(batch) == len(children) else None))
+        leftover = [n for n in level_nodes if n.id not in covered]
+        plan += [(batch, None) for batch in make_batches(leftover, budget)]
+        report.batches[level] = len(plan)
+        todo = [i for i, (_, points) in enumerate(plan) if points is None]
+
+        summaries = map_bounded(partial(_summarize_safely, llm=llm, max_tokens=summary_tokens, report=report),
+                                [plan[i][0] for i in todo], max_concurrency=max_concurrency,
+                                desc=f"GARLIC level {level}->{level + 1} summaries", show_progress=show_progress)
+        results = dict(zip(todo, summaries, strict=True))
+        failed = [r for r in results.values() if isinstance(r, Exception)]
+        if todo and len(failed) == len(todo) and len(todo) == len(plan):
+            raise RuntimeError(f"every summarization batch of level {level} failed; first error: {failed[0]}") from failed[0]
+        report.add(rewritten_batches=len(todo), reused_batches=len(plan) - len(todo))
+        report.seconds[f"summaries_level_{level + 1}"] = report.seconds.get(f"summaries_level_{level + 1}", 0.0) + time.perf_counter() - mark
 
         mark = time.perf_counter()
-        new_nodes: list[GraphNode] = []
+        next_level: list[GraphNode] = []
         exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = []
-        for batch, result in zip(batches, results, strict=True):
-            if result is None:
+        old_node = {n.id: n for n in previous.nodes} if previous is not None else {}
+        for i, (batch, points) in enumerate(plan):
+            if points is not None:  # unchanged batch: its points, edges and vectors stay
+                next_level += [old_node[p] for p in points]
+                edges.update({p: previous.edges[p] for p in points})  # type: ignore[union-attr]
+                continue
+            result = results[i]
+            if result is None or isinstance(result, Exception):
                 report.add(skipped_batches=1)
                 log.warning("GARLIC: no summary points for a batch of %d level-%d nodes; skipped", len(batch), level)
                 continue
-            prompt, reply, points = result
+            prompt, reply, texts = result
             if config.summary == "tree":  # Table 2's w/o Graph-based Summary: one node per batch
-                points = [" ".join(points)]
+                texts = [" ".join(texts)]
             kids = [n.id for n in batch]
             doc_ids = list(dict.fromkeys(d for n in batch for d in n.doc_ids))
-            ips = [GraphNode(node_id(level + 1, p, kids), p, level + 1, count_tokens(p), doc_ids) for p in points]
+            ips = [GraphNode(node_id(level + 1, t, kids), t, level + 1, count_tokens(t), doc_ids) for t in texts]
             ips = list({ip.id: ip for ip in ips}.values())
-            new_nodes.extend(ips)
+            next_level += ips
             exchanges.append((batch, prompt, reply, ips))
         known = {n.id for n in nodes}
-        new_nodes = [n for n in new_nodes if n.id not in known]
-        if not new_nodes:
+        next_level = [n for n in {n.id: n for n in next_level}.values() if n.id not in known]
+        next_ids = {n.id for n in next_level}
+        if not next_level:
             log.warning("GARLIC: level %d produced no new node; the graph stops at level %d", level + 1, level)
             break
-        new_vectors = _embed(embed_model, [n.text for n in new_nodes], False)
-        row = {n.id: i for i, n in enumerate(new_nodes)}
-        old_row = {n.id: i for i, n in enumerate(level_nodes)}
+        fresh = [n for n in next_level if n.id not in vector_of]
+        vector_of.update({n.id: v for n, v in zip(fresh, _embed(embed_model, [n.text for n in fresh], False), strict=True)})
         for batch, prompt, reply, ips in tqdm(exchanges, desc=f"GARLIC level {level + 1} edges", disable=not show_progress):
-            ips = [ip for ip in ips if ip.id in row]
+            ips = [ip for ip in ips if ip.id in next_ids]
             if not ips:
                 continue
             weights = None
@@ -254,25 +311,25 @@ def build_graph(
                     log.warning("GARLIC: could not align a batch with the attention model's tokens; embedding edges used")
             if weights is None:
                 report.add(embedding_edge_batches=1)
-                level_vectors = vectors[-1]
-                weights = new_vectors[[row[ip.id] for ip in ips]] @ level_vectors[[old_row[n.id] for n in batch]].T
+                weights = np.asarray([vector_of[ip.id] for ip in ips]) @ np.asarray([vector_of[n.id] for n in batch]).T
             weights = normalize_edges(weights)
             for ip, ip_weights in zip(ips, weights, strict=True):
                 edges[ip.id] = {child.id: float(w) for child, w in zip(batch, ip_weights, strict=True)}
-        report.seconds[f"edges_level_{level + 1}"] = time.perf_counter() - mark
+        report.seconds[f"edges_level_{level + 1}"] = report.seconds.get(f"edges_level_{level + 1}", 0.0) + time.perf_counter() - mark
 
-        nodes.extend(new_nodes)
-        vectors.append(new_vectors)
-        if len(batches) == 1:
+        nodes.extend(next_level)
+        if len(plan) == 1:
             break
-        if sum(n.tokens for n in new_nodes) >= sum(n.tokens for n in level_nodes):
+        if sum(n.tokens for n in next_level) >= sum(n.tokens for n in level_nodes):
             log.warning("GARLIC: level %d is no shorter than level %d; stopping here", level + 1, level)
             break
-        level_nodes = new_nodes
+        level_nodes = next_level
         level += 1
 
     if attention is None:
         edge_source = "embedding"
     else:
         edge_source = "mixed" if report.alignment_failures else "attention"
-    return SummaryGraph(nodes=nodes, edges=edges, embeddings=np.vstack(vectors), edge_source=edge_source)
+    if previous is not None and previous.edge_source != edge_source and attention is not None:
+        edge_source = "mixed"
+    return SummaryGraph(nodes=nodes, edges=edges, embeddings=np.vstack([vector_of[n.id] for n in nodes]), edge_source=edge_source)

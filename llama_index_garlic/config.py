@@ -54,7 +54,6 @@ class GarlicConfig(BaseModel):
         description="'graph': many-to-many bullet IPs (§3.1); 'tree': Table 2's 'w/o Graph-based Summary', each "
         "batch summarized into one node (Figure 2b); 'none': no summaries, the search walks the level-1 chunks.",
     )
-    workers: int = Field(4, description="Summarization calls in flight at once (threads).")
 
     def window(self, context_window: int | None) -> int:
         """n_s for an LLM with this context window."""

@@ -1,34 +1,68 @@
-"""GarlicIndex: GARLIC's summary graph (§3.1) and its LLM-controlled search (§3.2) for LlamaIndex."""
+"""GarlicIndex: GARLIC's summary graph (§3.1) and its LLM-controlled search (§3.2), as a LlamaIndex
+``BaseIndex``.
+
+The graph's nodes and their vectors live in the storage context's vector store (any LlamaIndex
+store: ``SimpleVectorStore`` in memory by default, Chroma for the command line), its edges and
+levels in ``garlic.json``. Updates (``insert``, ``delete_ref_doc``, ``update_ref_doc``,
+``refresh_ref_docs``) summarize again only the batches that lost a node or hold a new one, and
+their ancestors (:func:`~llama_index_garlic.build.build_graph`). Summaries run ``max_concurrency``
+at once through the index's own LLM-call cache.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.data_structs.data_structs import IndexStruct
+from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import Document
+from llama_index.core.schema import BaseNode, Document, TextNode
+from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_garlic.attention import AttentionModel, load_attention_model
 from llama_index_garlic.build import BuildReport, build_graph
 from llama_index_garlic.config import GarlicConfig
-from llama_index_garlic.graph import SummaryGraph
+from llama_index_garlic.graph import GraphNode, SummaryGraph
 from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
-from multihop_rag.cache import CachedLLM, LLMCache, Usage, cached_llm
+from multihop_rag.cache import LLMCache, cached_llm
+from multihop_rag.concurrency import default_concurrency
+from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
+from multihop_rag.stores import StoreError, chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
 from multihop_rag.structured import StructuredStats
+from multihop_rag.usage import Stages, Usage
 
-__all__ = ["GarlicIndex"]
+__all__ = ["GarlicIndex", "GarlicStruct"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CACHE_FILE = "llm_calls.sqlite"
 
 
-class GarlicIndex:
+@dataclass
+class GarlicStruct(IndexStruct):
+    """The index's entry in the storage context; its graph is written beside it (``garlic.json``)."""
+
+    @classmethod
+    def get_type(cls) -> str:  # type: ignore[override]
+        return "garlic"
+
+
+def _hash(document: Document) -> str:
+    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
+
+
+class GarlicIndex(BaseIndex[GarlicStruct]):
     """A GARLIC summary graph with the models that search it.
 
     ``attention_model`` (a :class:`TransformersAttention`, a bundled alias, a ``.gguf`` file or a
@@ -37,32 +71,52 @@ class GarlicIndex:
     (Ollama, llama.cpp, any LlamaIndex LLM) writes the summaries, the Yes/No and the answer.
     """
 
+    index_struct_cls = GarlicStruct
+
     def __init__(
         self,
         *,
-        graph: SummaryGraph,
         llm: LLM,
         embed_model: BaseEmbedding,
-        attention_model: AttentionModel | None,
-        config: GarlicConfig,
-        stats: dict[str, Any],
-    ):
-        self.graph = graph
-        self.llm = llm
+        attention_model: AttentionModel | str | Path | None = None,
+        config: GarlicConfig | None = None,
+        storage_context: StorageContext | None = None,
+        index_struct: GarlicStruct | None = None,
+        cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self.config = config or GarlicConfig()
+        self.llm = cached_llm(llm, cache)
         self.embed_model = embed_model
-        self.attention_model = attention_model
-        self.config = config
-        self._stats = stats
+        self.attention_model = load_attention_model(attention_model)
+        self.max_concurrency = max_concurrency or default_concurrency(self.llm)
+        self.graph: SummaryGraph | None = None
+        self.documents: dict[str, dict[str, Any]] = {}
+        """Document id -> ``{"hash", "title", "text"}``."""
         self.structured = StructuredStats()
         """Yes/No answers read first try or not at all, over every search so far."""
+        self.report = BuildReport()
+        self.last_update: dict[str, Any] = {}
+        self._stages = Stages(lambda: self.llm.usage)
+        self._llm_before = Usage()
+        super().__init__(index_struct=index_struct or GarlicStruct(), storage_context=storage_context,
+                         show_progress=show_progress, **kwargs)
 
     @property
     def mode(self) -> str:
         """``attention`` when an attention model steers the search, else ``embedding``."""
         return "attention" if self.attention_model is not None and self.config.attention_search else "embedding"
 
+    @property
+    def vector_store(self) -> BasePydanticVectorStore:
+        return self.storage_context.vector_store
+
+    # ---- building ---------------------------------------------------------------------------------
+
     @classmethod
-    def from_documents(
+    def from_documents(  # type: ignore[override]
         cls,
         documents: Sequence[Document],
         *,
@@ -71,59 +125,153 @@ class GarlicIndex:
         attention_model: AttentionModel | str | Path | None = None,
         n_s: int | None = None,
         config: GarlicConfig | None = None,
-        show_progress: bool = True,
+        storage_context: StorageContext | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        persist_dir: str | Path | None = None,
+        overwrite: bool = False,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = True,
+        **kwargs: Any,
     ) -> GarlicIndex:
-        """Build the summary graph. ``n_s`` overrides ``config.n_s`` (default min(8192, context window));
-        ``cache`` (a SQLite path) keeps LLM calls, so a killed build resumes."""
-        config = config or GarlicConfig()
+        """Build the summary graph. ``n_s`` overrides ``config.n_s`` (default min(8192, context window)).
+        ``vector_store`` holds the nodes (it must be empty unless ``overwrite=True``); ``persist_dir``:
+        persist there with the LLM-call cache, so a killed build resumes; ``cache``: another cache file."""
         if not documents:
             raise ValueError("GarlicIndex needs at least one document")
+        config = config or GarlicConfig()
         if n_s is not None:
             config = config.model_copy(update={"n_s": n_s})
-        llm = cached_llm(llm, cache)
-        attention = load_attention_model(attention_model)
-        before = Usage(**asdict(llm.usage)) if isinstance(llm, CachedLLM) else Usage()
-        forward_before = attention.forward_tokens if attention is not None else 0
-        report = BuildReport()
-        started = time.perf_counter()
-        graph = build_graph(
-            documents, llm=llm, embed_model=embed_model, attention=attention, config=config,
-            show_progress=show_progress, report=report,
-        )
-        report.seconds["total"] = time.perf_counter() - started
-        after = llm.usage if isinstance(llm, CachedLLM) else Usage()
-        stats = {
-            "documents": len(documents),
-            "nodes": len(graph.nodes),
-            "nodes_per_level": {str(k): len(v) for k, v in graph.levels.items()},
-            "edges": sum(map(len, graph.edges.values())),
-            "edge_source": graph.edge_source,
-            "attention_model": attention.name if attention is not None else None,
-            "n_s": config.window(llm.metadata.context_window),
-            "batches_per_level": {str(k): v for k, v in report.batches.items()},
-            "skipped_batches": report.skipped_batches,
-            "retried_replies": report.retried_replies,
-            "unbulleted_replies": report.unbulleted_replies,
-            "truncated_replies": report.truncated_replies,
-            "embedding_edge_batches": report.embedding_edge_batches,
-            "alignment_failures": report.alignment_failures,
-            "attention_forward_tokens": (attention.forward_tokens - forward_before) if attention is not None else 0,
-            "llm": {
-                "calls": after.calls - before.calls,
-                "cache_hits": after.cache_hits - before.cache_hits,
-                "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
-                "completion_tokens": after.completion_tokens - before.completion_tokens,
-                "seconds": round(after.seconds - before.seconds, 1),
-            },
-            "seconds": {k: round(v, 1) for k, v in report.seconds.items()},
-        }
-        return cls(graph=graph, llm=llm, embed_model=embed_model, attention_model=attention, config=config, stats=stats)
+        own_store = vector_store is None and storage_context is None
+        if persist_dir is not None:
+            prepare_folder(persist_dir, "garlic", FORMAT_VERSION, overwrite=overwrite, config=config.model_dump())
+            cache = cache if cache is not None else Path(persist_dir) / CACHE_FILE
+            if own_store:
+                vector_store = chroma_vector_store(Path(persist_dir) / "chroma", "garlic")
+        storage_context = storage_context or StorageContext.from_defaults(vector_store=vector_store)
+        ensure_empty(storage_context.vector_store, overwrite=overwrite or (own_store and persist_dir is not None),
+                     where=str(persist_dir or "the storage context"))
+        index = cls(llm=llm, embed_model=embed_model, attention_model=attention_model, config=config,
+                    storage_context=storage_context, cache=cache, max_concurrency=max_concurrency,
+                    show_progress=show_progress, **kwargs)
+        index._change(add=list(documents), remove=[])
+        if persist_dir is not None:
+            index.persist(persist_dir)
+        return index
 
-    # ---- querying ----
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> GarlicStruct:
+        self._change(add=self._documents_of(nodes), remove=[])
+        return self.index_struct
+
+    @staticmethod
+    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
+        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
+
+    def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
+        started, before = time.perf_counter(), self.llm.usage
+        forward = self.attention_model.forward_tokens if self.attention_model is not None else 0
+        batches_before = (self.report.rewritten_batches, self.report.reused_batches)
+        for doc_id in remove:
+            self.documents.pop(doc_id, None)
+        for doc in add:
+            self.documents[doc.doc_id] = {"hash": _hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text,
+                                          "metadata": {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool))}}
+        with self._stages.stage("graph"):
+            if not self.documents:
+                self.graph = None
+            else:
+                # A document packed in a chunk with a removed or changed one is chunked again: it must be at hand.
+                everything = [Document(id_=d, text=i["text"], metadata=i["metadata"]) for d, i in self.documents.items()]
+                new_ids = {d.doc_id for d in add}
+                self.graph = build_graph(
+                    [d for d in everything if d.doc_id in new_ids or self.graph is None or self._packed_with(d.doc_id, remove)],
+                    llm=self.llm, embed_model=self.embed_model, attention=self.attention_model, config=self.config,
+                    max_concurrency=self.max_concurrency, show_progress=self._show_progress, report=self.report,
+                    previous=self.graph, dropped=list(remove),
+                )
+        with self._stages.stage("vector_store"):
+            self._sync()
+        spent = self.llm.usage - before
+        self.last_update = {
+            "added": [d.doc_id for d in add], "removed": list(remove), "llm_calls": spent.calls, "cache_hits": spent.cache_hits,
+            "batches_rewritten": self.report.rewritten_batches - batches_before[0],
+            "batches_kept": self.report.reused_batches - batches_before[1],
+            "attention_forward_tokens": (self.attention_model.forward_tokens - forward) if self.attention_model is not None else 0,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        return self.last_update
+
+    def _packed_with(self, doc_id: str, removed: Sequence[str]) -> bool:
+        """Whether ``doc_id`` shares a level-1 chunk with a removed document (it is then chunked again)."""
+        if self.graph is None:
+            return True
+        gone = set(removed)
+        return any(doc_id in c.doc_ids and gone & set(c.doc_ids) for c in self.graph.levels.get(1, []))
+
+    def _sync(self) -> None:
+        """Make the vector store hold exactly the graph's nodes (with their vectors)."""
+        present = stored_ids(self.vector_store)
+        nodes = {n.id: (i, n) for i, n in enumerate(self.graph.nodes)} if self.graph is not None else {}
+        delete_ids(self.vector_store, present - set(nodes))
+        new = [(i, n) for nid, (i, n) in nodes.items() if nid not in present]
+        for start in range(0, len(new), 256):
+            self.vector_store.add([self._text_node(i, n) for i, n in new[start : start + 256]])
+
+    def _text_node(self, position: int, node: GraphNode) -> TextNode:
+        assert self.graph is not None
+        metadata = {"level": node.level, "doc_ids": ",".join(node.doc_ids)}
+        return TextNode(id_=node.id, text=node.text, embedding=self.graph.embeddings[position].tolist(), metadata=metadata,
+                        excluded_llm_metadata_keys=list(metadata), excluded_embed_metadata_keys=list(metadata))
+
+    # ---- updates (BaseIndex) -------------------------------------------------------------------------
+
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+        """Add one document or several (a known id is re-indexed)."""
+        documents = [document] if isinstance(document, Document) else list(document)
+        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert(self._documents_of(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Remove a document: its chunks' batches and their ancestors are summarized again."""
+        if ref_doc_id not in self.documents:
+            raise KeyError(f"no document {ref_doc_id!r} in this index")
+        self._change(add=[], remove=[ref_doc_id])
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        assert self.graph is not None
+        doc_ids = list(self.graph.node(node_id).doc_ids) if node_id in self.graph.position else []
+        if not doc_ids:
+            raise KeyError(f"{node_id!r} is not a node of this index")
+        self._change(add=[], remove=doc_ids)
+
+    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        """Re-index a document whose text changed (same id)."""
+        self.insert(document)
+
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """Insert new documents and re-index changed ones (by content hash) in one update."""
+        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
+        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
+        if changed:
+            self.insert(changed)
+        return fresh
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        chunks: dict[str, list[str]] = {}
+        for node in self.graph.levels.get(1, []) if self.graph is not None else []:
+            for doc_id in node.doc_ids:
+                chunks.setdefault(doc_id, []).append(node.id)
+        return {d: RefDocInfo(node_ids=chunks.get(d, []), metadata={"title": i["title"]}) for d, i in self.documents.items()}
+
+    # ---- querying ---------------------------------------------------------------------------------
 
     def search(self, question: str, *, answer: bool = True, stop_patience: int | None = None) -> SearchResult:
-        """One Dynamic Graph Search (and, with ``answer``, the second-turn answer)."""
+        """One Dynamic Graph Search (and, with ``answer``, the answer)."""
+        if self.graph is None:
+            raise ValueError("the index holds no document")
         config = self.config
         return graph_search(
             self.graph,
@@ -142,28 +290,66 @@ class GarlicIndex:
             answer=answer,
         )
 
-    def as_retriever(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicRetriever:
+    def as_retriever(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicRetriever:  # type: ignore[override]
         """The visited nodes of a search, in visit order."""
         return GarlicRetriever(self, stop_patience=stop_patience, **kwargs)
 
-    def as_query_engine(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicQueryEngine:
+    def as_query_engine(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicQueryEngine:  # type: ignore[override]
         """Search and answer; ``stop_patience`` (p) defaults to the config's (1, as in the paper)."""
         return GarlicQueryEngine(index=self, stop_patience=stop_patience, **kwargs)
 
     def stats(self) -> dict[str, Any]:
-        """Nodes per level, edges, batches, skipped batches, LLM calls and tokens, build seconds."""
-        return json.loads(json.dumps(self._stats))
+        """Nodes per level, edges, batches, skipped batches, calls and tokens by stage, the last update, the cache."""
+        graph, report = self.graph, self.report
+        return {
+            "documents": len(self.documents),
+            "nodes": len(graph.nodes) if graph else 0,
+            "pool_size": len(graph.nodes) if graph else 0,
+            "nodes_per_level": {str(k): len(v) for k, v in graph.levels.items()} if graph else {},
+            "edges": sum(map(len, graph.edges.values())) if graph else 0,
+            "edge_source": graph.edge_source if graph else None,
+            "attention_model": self.attention_model.name if self.attention_model is not None else None,
+            "mode": self.mode,
+            "n_s": self.config.window(self.llm.metadata.context_window),
+            "batches_per_level": {str(k): v for k, v in report.batches.items()},
+            "skipped_batches": report.skipped_batches,
+            "retried_replies": report.retried_replies,
+            "unbulleted_replies": report.unbulleted_replies,
+            "truncated_replies": report.truncated_replies,
+            "embedding_edge_batches": report.embedding_edge_batches,
+            "alignment_failures": report.alignment_failures,
+            "rewritten_batches": report.rewritten_batches,
+            "llm": (self.llm.usage + self._llm_before).as_dict(),
+            "stages": self._stages.figures,
+            "last_update": self.last_update,
+            "cache": self.llm.cache.describe() if self.llm.cache is not None else None,
+        }
 
-    # ---- persistence ----
+    # ---- persistence ------------------------------------------------------------------------------
 
     def persist(self, persist_dir: str | Path) -> None:
-        """Write the graph (JSON), node embeddings (``.npy``), config, stats and the attention model's
-        name (it weighted the edges; a reload checks it) to ``persist_dir``."""
+        """Write the storage context, the graph (nodes, edges; the vectors are in the vector store), the
+        documents, config, statistics and the attention model's name (it weighted the edges; a reload
+        checks it) to ``persist_dir``."""
         folder = Path(persist_dir)
-        self.graph.save(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.storage_context.persist(persist_dir=str(folder))
+        graph = self.graph
+        payload = {
+            "nodes": [asdict(n) for n in graph.nodes] if graph else [],
+            "edges": graph.edges if graph else {},
+            "edge_source": graph.edge_source if graph else None,
+            "documents": self.documents,
+            "report": {f.name: getattr(self.report, f.name) for f in fields(self.report) if not f.name.startswith("_")},
+            "stages": self._stages.figures,
+            "last_update": self.last_update,
+            "llm": (self.llm.usage + self._llm_before).as_dict(),
+        }
+        (folder / "garlic.json").write_text(json.dumps(payload))
         attention = self.attention_model.name if self.attention_model is not None else None
-        meta = {"format": FORMAT_VERSION, "config": self.config.model_dump(), "stats": self._stats, "attention_model": attention}
-        (folder / "garlic.json").write_text(json.dumps(meta, indent=1))
+        write_manifest(folder, "garlic", FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       attention_model=attention, vector_store=type(self.vector_store).__name__, index_id=self.index_id,
+                       documents=len(self.documents), nodes=len(graph.nodes) if graph else 0)
 
     @classmethod
     def from_persist_dir(
@@ -173,20 +359,17 @@ class GarlicIndex:
         llm: LLM,
         embed_model: BaseEmbedding,
         attention_model: AttentionModel | str | Path | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
     ) -> GarlicIndex:
         """Reload an index written by :meth:`persist`. The attention model that weighted its edges
         steers the search; without it the index runs in embedding mode (a warning says so), and a
         different one is refused (its attention would not match the edges)."""
         folder = Path(persist_dir)
-        meta_file = folder / "garlic.json"
-        if not meta_file.is_file():
-            raise FileNotFoundError(f"{folder} holds no GARLIC index (no garlic.json)")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{folder} was written by an incompatible version (format {meta.get('format')})")
+        manifest = read_manifest(folder, "garlic", FORMAT_VERSION)
         attention = load_attention_model(attention_model)
-        built_with = meta.get("attention_model")
+        built_with = manifest.get("attention_model")
         if attention is not None and built_with is not None and attention.name != built_with:
             raise ValueError(
                 f"{folder}: its edges were weighted by the attention of {built_with!r}, not {attention.name!r}; "
@@ -198,14 +381,28 @@ class GarlicIndex:
                 "embedding mode (the search scores nodes by embedding similarity)",
                 stacklevel=2,
             )
-        return cls(
-            graph=SummaryGraph.load(folder),
-            llm=cached_llm(llm, cache),
-            embed_model=embed_model,
-            attention_model=attention,
-            config=GarlicConfig(**meta["config"]),
-            stats=meta["stats"],
-        )
+        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
+            vector_store = chroma_vector_store(folder / "chroma", "garlic")
+        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
+            raise IndexFolderError(f"{folder}: its nodes live in a {manifest['vector_store']}; pass it as vector_store=")
+        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        index = cls(llm=llm, embed_model=embed_model, attention_model=attention, config=GarlicConfig(**manifest["config"]),
+                    storage_context=storage, index_struct=GarlicStruct(index_id=manifest["index_id"]),
+                    cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
+        payload = json.loads((folder / "garlic.json").read_text())
+        nodes = [GraphNode(**n) for n in payload["nodes"]]
+        present = stored_ids(index.vector_store)
+        if present != {n.id for n in nodes}:
+            raise StoreError(f"{folder}: the vector store does not hold exactly the graph's {len(nodes)} nodes; rebuild it (--overwrite)")
+        vectors = stored_embeddings(index.vector_store, [n.id for n in nodes])
+        if nodes:
+            embeddings = np.asarray([vectors[n.id] for n in nodes], dtype=np.float64)
+            index.graph = SummaryGraph(nodes=nodes, edges=payload["edges"], embeddings=embeddings, edge_source=payload["edge_source"])
+        index.documents, index._stages.figures, index.last_update = payload["documents"], payload["stages"], payload["last_update"]
+        for name, value in payload["report"].items():
+            setattr(index.report, name, {int(k): v for k, v in value.items()} if name == "batches" else value)
+        index._llm_before = Usage(**payload["llm"]) - index.llm.usage
+        return index
 
     def __repr__(self) -> str:
         return f"GarlicIndex({self.graph!r}, mode={self.mode})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import Response
@@ -11,16 +11,23 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import ConfigDict, Field
 
+from llama_index_garlic.graph import SummaryGraph
 from llama_index_garlic.search import SearchResult
 
-if TYPE_CHECKING:
-    from llama_index_garlic.index import GarlicIndex
 
-__all__ = ["GarlicRetriever", "GarlicQueryEngine", "source_nodes"]
+class Searchable(Protocol):
+    """What the front ends need of an index: its graph and a search (a :class:`GarlicIndex`)."""
+
+    graph: SummaryGraph | None
+
+    def search(self, question: str, *, answer: bool = True, stop_patience: int | None = None) -> SearchResult: ...
+
+__all__ = ["Searchable", "GarlicRetriever", "GarlicQueryEngine", "source_nodes"]
 
 
-def source_nodes(index: GarlicIndex, result: SearchResult) -> list[NodeWithScore]:
+def source_nodes(index: Searchable, result: SearchResult) -> list[NodeWithScore]:
     """The visited nodes in visit order; a starting node's score is its query similarity."""
+    assert index.graph is not None
     hits = []
     for node_id, score in zip(result.visited, result.scores, strict=True):
         node = index.graph.node(node_id)
@@ -53,7 +60,7 @@ def _metadata(result: SearchResult) -> dict[str, Any]:
 class GarlicRetriever(BaseRetriever):
     """Returns the nodes the LLM-controlled search visits (it stops when the LLM says "Yes")."""
 
-    def __init__(self, index: GarlicIndex, stop_patience: int | None = None, **kwargs: Any):
+    def __init__(self, index: Searchable, stop_patience: int | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self._index = index
         self._stop_patience = stop_patience

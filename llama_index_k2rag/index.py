@@ -1,17 +1,23 @@
-"""K2RAGIndex: a summarized corpus in a dense store, a sparse store and a knowledge graph (§3.1).
+"""K2RAGIndex: a summarized corpus in a dense store, a sparse store and a knowledge graph (§3.1),
+as a LlamaIndex ``BaseIndex``.
 
-Build (``from_documents``):
+Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``update_ref_doc``,
+``refresh_ref_docs``) run the same steps on the documents that changed:
 
-1. corpus summarization (Algorithm 1): every document is summarized by the chosen summarizer
-   (the LLM by default; a local seq2seq model; or none); documents shorter than
-   ``min_summary_tokens`` are kept as they are;
-2. chunks of S=256, O=20 (eq. 1-2) of the summaries go to a Chroma collection (dense, the
-   paper's ChromaDB) and a BM25 index (sparse, Okapi BM25 via bm25s);
-3. chunks of S=300, O=100 of the summaries go to the knowledge graph.
+1. corpus summarization (Algorithm 1): each document is summarized by the chosen summarizer (the
+   LLM by default, window by window for a long one so every token reaches a summary; a local
+   seq2seq model; or none); documents shorter than ``min_summary_tokens`` are kept as they are;
+2. chunks of S=256, O=20 (eq. 1-2) of the summaries, titled, go to the storage context's vector
+   store (dense: Chroma, the paper's, or any LlamaIndex store) and its docstore; a BM25 index over
+   every chunk (sparse, Okapi BM25 via bm25s, no model call) is rebuilt;
+3. chunks of S=300, O=100 of the summaries go to the knowledge graph (new chunks extracted,
+   removed ones and what was extracted from them deleted).
 
-LLM calls go through the persistent cache (:func:`multihop_rag.cache.cached_llm`), so a killed
-build resumes without repeating finished summaries or extractions; chunk ids derive from their
-text, so rebuilding the same corpus adds nothing twice to a persistent Chroma collection.
+A chunk is shown with its document's title, to the embedding, to BM25 and to the answering model;
+its bookkeeping fields (document id, position) to none of them, before and after a reload. LLM
+calls go through the index's own call cache, ``max_concurrency`` at once, so a killed build
+resumes without repeating finished summaries or extractions. The vector store holds exactly the
+chunks: a build into a store holding another is refused unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -20,89 +26,122 @@ import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.data_structs.data_structs import IndexStruct
+from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.query_engine import CustomQueryEngine
-from llama_index.core.schema import Document, TextNode
-from llama_index.vector_stores.chroma import ChromaVectorStore
-from tqdm.auto import tqdm
+from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
+from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_k2rag.config import K2RAGConfig
 from llama_index_k2rag.hybrid import HybridRetriever, SparseStore
-from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG
+from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG, UpdatableGraph
 from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQueryEngine
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
-from multihop_rag.cache import CachedLLM, LLMCache, Usage, cached_llm
+from multihop_rag.cache import LLMCache, cached_llm
+from multihop_rag.concurrency import default_concurrency, map_bounded
 from multihop_rag.corpus import CorpusError
-from multihop_rag.stores import StoreError, chroma_vector_store
+from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
+from multihop_rag.stores import StoreError, chroma_vector_store, ensure_empty, stored_ids
 from multihop_rag.text import chunk_tokens, count_tokens
+from multihop_rag.usage import Stages, Usage
 
-__all__ = ["K2RAGIndex"]
+__all__ = ["K2RAGIndex", "K2RAGStruct"]
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-COLLECTION = "k2rag"
+FORMAT_VERSION = 2
+CACHE_FILE = "llm_calls.sqlite"
+HIDDEN = ["doc_id", "chunk", "passage_id", "summarized"]
+"""Bookkeeping metadata: shown to the KG extractor they became triples such as (doc_id, hotpotqa-…, title)."""
 
 
-def _chunk_nodes(docs: Sequence[Document], texts: Sequence[str], size: int, overlap: int, kind: str) -> list[TextNode]:
+@dataclass
+class K2RAGStruct(IndexStruct):
+    """The index's entry in the storage context; documents and statistics are written beside it."""
+
+    @classmethod
+    def get_type(cls) -> str:  # type: ignore[override]
+        return "k2rag"
+
+
+def _hash(document: Document) -> str:
+    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
+
+
+def _chunk_nodes(doc: Document, text: str, summarized: bool, size: int, overlap: int, kind: str) -> list[TextNode]:
     nodes = []
-    for doc, text in zip(docs, texts, strict=True):
-        for i, chunk in enumerate(chunk_tokens(text, size, overlap)):
-            if not chunk.strip():
-                continue
-            node_id = hashlib.sha1(f"{kind}\x1f{doc.doc_id}\x1f{i}\x1f{chunk}".encode()).hexdigest()[:24]
-            metadata = {"doc_id": doc.doc_id, "title": str(doc.metadata.get("title", "")), "chunk": i}
-            # ids are bookkeeping: shown to the KG extractor they became triples such as (doc_id, hotpotqa-…, title)
-            hidden = ["doc_id", "chunk"]
-            nodes.append(
-                TextNode(
-                    id_=node_id,
-                    text=chunk,
-                    metadata=metadata,
-                    excluded_llm_metadata_keys=hidden,
-                    excluded_embed_metadata_keys=hidden,
-                )
-            )
+    for i, chunk in enumerate(chunk_tokens(text, size, overlap)):
+        if not chunk.strip():
+            continue
+        node_id = hashlib.sha1(f"{kind}\x1f{doc.doc_id}\x1f{i}\x1f{chunk}".encode()).hexdigest()[:24]
+        metadata = {
+            "title": str(doc.metadata.get("title", "")),
+            "doc_id": doc.doc_id,
+            "chunk": i,
+            "passage_id": str(doc.metadata.get("passage_id") or doc.doc_id),
+            "summarized": summarized,
+        }
+        node = TextNode(id_=node_id, text=chunk, metadata=metadata, excluded_llm_metadata_keys=list(HIDDEN),
+                        excluded_embed_metadata_keys=list(HIDDEN))
+        nodes.append(node)
     return nodes
 
 
-class K2RAGIndex:
+class K2RAGIndex(BaseIndex[K2RAGStruct]):
     """The K²RAG stores over one corpus; query with :meth:`as_query_engine`."""
+
+    index_struct_cls = K2RAGStruct
 
     def __init__(
         self,
         *,
-        summaries: list[dict[str, Any]],
-        sparse: SparseStore,
-        dense: ChromaVectorStore,
-        kg: KnowledgeGraph | None,
         llm: LLM,
         embed_model: BaseEmbedding,
-        summarizer: Summarizer,
-        summarizer_spec: str,
-        config: K2RAGConfig,
-        stats: dict[str, Any],
+        config: K2RAGConfig | None = None,
+        summarizer: str | Path | Summarizer | None = "llm",
+        kg: str | KnowledgeGraph | None = None,
+        kg_options: dict[str, Any] | None = None,
+        storage_context: StorageContext | None = None,
+        index_struct: K2RAGStruct | None = None,
+        cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = False,
+        **kwargs: Any,
     ) -> None:
-        self.summaries = summaries
-        self.sparse = sparse
-        self.dense = dense
-        self.kg = kg
-        self.llm = llm
+        self.config = config or K2RAGConfig()
+        self.llm = cached_llm(llm, cache)
         self.embed_model = embed_model
-        self.summarizer = summarizer
-        self.summarizer_spec = summarizer_spec
-        self.config = config
-        self._stats = stats
+        self.max_concurrency = max_concurrency or default_concurrency(self.llm)
+        self.summarizer = make_summarizer(summarizer, self.llm, self.config.min_summary_tokens)
+        if kg is not None and not isinstance(kg, (str, KnowledgeGraph)):
+            raise ValueError(f"kg must be 'property', 'graphrag', None or a KnowledgeGraph, not {kg!r}")
+        if isinstance(kg, str) and kg not in ("property", "graphrag"):
+            raise ValueError(f"kg must be 'property', 'graphrag', None or a KnowledgeGraph, not {kg!r}")
+        self.kg: KnowledgeGraph | None = kg if isinstance(kg, KnowledgeGraph) else None
+        self._kg_spec, self._kg_options = kg, dict(kg_options or {})
+        self.documents: dict[str, dict[str, Any]] = {}
+        """Document id -> ``{"hash", "title", "text", "summary", "chunks", "kg_chunks"}``."""
+        self.sparse: SparseStore | None = None
+        self.last_update: dict[str, Any] = {}
+        self._stages = Stages(lambda: self.llm.usage)
+        self._llm_before = Usage()
+        super().__init__(index_struct=index_struct or K2RAGStruct(), storage_context=storage_context,
+                         show_progress=show_progress, **kwargs)
+        self._dense = VectorStoreIndex(nodes=[], storage_context=self.storage_context, embed_model=embed_model)
+
+    # ---- building ---------------------------------------------------------------------------------
 
     @classmethod
-    def from_documents(
+    def from_documents(  # type: ignore[override]
         cls,
         documents: Sequence[Document],
         *,
@@ -111,10 +150,15 @@ class K2RAGIndex:
         summarizer: str | Path | Summarizer | None = "llm",
         kg: str | KnowledgeGraph | None = "property",
         kg_options: dict[str, Any] | None = None,
-        vector_store: ChromaVectorStore | None = None,
         config: K2RAGConfig | None = None,
-        show_progress: bool = True,
+        storage_context: StorageContext | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        persist_dir: str | Path | None = None,
+        overwrite: bool = False,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = True,
+        **kwargs: Any,
     ) -> K2RAGIndex:
         """Summarize, chunk and index ``documents``.
 
@@ -126,109 +170,189 @@ class K2RAGIndex:
                 OpenAI-compatible endpoint: Ollama's ``/v1``, or a llama.cpp server started for
                 the embedded model), ``None`` (no graph: only the semantic/keyword/hybrid
                 pipelines work), or a built :class:`KnowledgeGraph`.
-            kg_options: keyword arguments for the graph's builder, e.g. for GraphRAG ``root`` (its
-                project folder; default: a cache folder keyed by the chunks, so a rebuild resumes)
-                and ``settings`` (overrides of GraphRAG's configuration), see
-                :class:`~llama_index_k2rag.graphrag_kg.GraphRAGKG`.
-            vector_store: a LlamaIndex ``ChromaVectorStore`` for the dense chunks (default: in memory).
-            cache: LLM-call cache (``True``: ~/.cache/multihop-rag/llm_calls.sqlite; a path; ``False``).
+            kg_options: keyword arguments for the graph's builder (GraphRAG: ``root``, ``settings``).
+            vector_store / storage_context: where the dense chunks go (default: in memory, or Chroma
+                in ``persist_dir``); it must be empty unless ``overwrite=True``.
+            persist_dir: persist there, with the LLM-call cache (a killed build resumes).
+            cache: another place for the LLM-call cache.
         """
-        config = config or K2RAGConfig()
         docs = [d for d in documents if d.text.strip()]
         if not docs:
             raise CorpusError("K2RAGIndex needs at least one document with text")
-        llm = cached_llm(llm, cache)
-        usage_before = Usage(**asdict(llm.usage)) if isinstance(llm, CachedLLM) else Usage()
-        spec = summarizer.name if isinstance(summarizer, Summarizer) else str(summarizer or "none")
-        summarize = make_summarizer(summarizer, llm, config.min_summary_tokens)
-        seconds: dict[str, float] = {}
+        config = config or K2RAGConfig()
+        own_store = vector_store is None and storage_context is None
+        if persist_dir is not None:
+            prepare_folder(persist_dir, "k2rag", FORMAT_VERSION, overwrite=overwrite, config=config.model_dump())
+            cache = cache if cache is not None else Path(persist_dir) / CACHE_FILE
+            if own_store:
+                vector_store = chroma_vector_store(Path(persist_dir) / "chroma", "k2rag")
+        storage_context = storage_context or StorageContext.from_defaults(vector_store=vector_store)
+        ensure_empty(storage_context.vector_store, overwrite=overwrite or (own_store and persist_dir is not None),
+                     where=str(persist_dir or "the storage context"))
+        index = cls(llm=llm, embed_model=embed_model, config=config, summarizer=summarizer, kg=kg, kg_options=kg_options,
+                    storage_context=storage_context, cache=cache, max_concurrency=max_concurrency,
+                    show_progress=show_progress, **kwargs)
+        index._change(add=docs, remove=[])
+        if persist_dir is not None:
+            index.persist(persist_dir)
+        return index
 
-        started = time.perf_counter()
-        texts = [summarize.summarize(d.text) for d in tqdm(docs, desc="K2RAG summaries", disable=not show_progress)]
-        seconds["summarize"] = time.perf_counter() - started
-        summaries = [
-            {"id": d.doc_id, "title": str(d.metadata.get("title", "")), "text": d.text, "summary": s}
-            for d, s in zip(docs, texts, strict=True)
-        ]
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> K2RAGStruct:
+        self._change(add=self._documents_of(nodes), remove=[])
+        return self.index_struct
 
-        nodes = _chunk_nodes(docs, texts, config.chunk_size, config.chunk_overlap, "vector")
-        started = time.perf_counter()
-        dense = vector_store or chroma_vector_store(None, f"{COLLECTION}-{uuid.uuid4().hex[:8]}")
-        present = set(dense._collection.get(ids=[n.node_id for n in nodes], include=[])["ids"])
-        missing = [n for n in nodes if n.node_id not in present]
-        for start in tqdm(range(0, len(missing), 64), desc="K2RAG dense store", disable=not show_progress):
-            batch = missing[start : start + 64]
-            vectors = embed_model.get_text_embedding_batch([n.get_content() for n in batch])
-            for node, vector in zip(batch, vectors, strict=True):
-                node.embedding = vector
-            dense.add(batch)
-        seconds["dense"] = time.perf_counter() - started
+    @staticmethod
+    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
+        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
 
-        started = time.perf_counter()
-        sparse = SparseStore.from_nodes(nodes)
-        seconds["sparse"] = time.perf_counter() - started
+    def _summarize(self, doc: Document) -> tuple[str, bool]:
+        summary = self.summarizer.summarize(doc.text)
+        return summary, summary != doc.text
 
-        started = time.perf_counter()
-        kg_nodes = _chunk_nodes(docs, texts, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
-        if kg == "property":
-            options = {"max_paths_per_chunk": config.max_kg_paths_per_chunk, **(kg_options or {})}
-            graph: KnowledgeGraph | None = PropertyGraphKG.build(
-                kg_nodes, llm, embed_model, show_progress=show_progress, **options
-            )
-        elif kg == "graphrag":
-            graph = _graphrag(llm, embed_model, kg_nodes, show_progress=show_progress, **(kg_options or {}))
-        elif kg is None or isinstance(kg, KnowledgeGraph):
-            graph = kg
-        else:
-            raise ValueError(f"kg must be 'property', 'graphrag', None or a KnowledgeGraph, not {kg!r}")
-        seconds["kg"] = time.perf_counter() - started
+    def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
+        """Remove documents ``remove`` and add (or re-index) documents ``add`` in every store."""
+        config, started, before = self.config, time.perf_counter(), self.llm.usage
+        first_build = not self.documents
+        gone = [self.documents.pop(d) for d in remove if d in self.documents]
+        with self._stages.stage("summarize"):
+            summaries = map_bounded(self._summarize, list(add), max_concurrency=self.max_concurrency,
+                                    desc="K2RAG summaries", show_progress=self._show_progress)
+        with self._stages.stage("dense"):
+            dead = [c for info in gone for c in info["chunks"]]
+            for start in range(0, len(dead), 1024):
+                self._dense.delete_nodes(dead[start : start + 1024], delete_from_docstore=True)
+            for node_id in dead:  # the docstore keeps every chunk (for BM25 and reloads)
+                self.docstore.delete_document(node_id, raise_error=False)
+            fresh, kg_fresh = [], []
+            for doc, (summary, summarized) in zip(add, summaries, strict=True):
+                chunks = _chunk_nodes(doc, summary, summarized, config.chunk_size, config.chunk_overlap, "vector")
+                kg_chunks = _chunk_nodes(doc, summary, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
+                self.documents[doc.doc_id] = {
+                    "hash": _hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
+                    "chunks": [n.node_id for n in chunks], "kg_chunks": [n.node_id for n in kg_chunks],
+                }
+                fresh += chunks
+                kg_fresh += kg_chunks
+            for start in range(0, len(fresh), 64):
+                batch = fresh[start : start + 64]
+                vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
+                for node, vector in zip(batch, vectors, strict=True):
+                    node.embedding = vector
+                self._dense.insert_nodes(batch)
+            self.docstore.add_documents(fresh, allow_update=True)
+        with self._stages.stage("sparse"):
+            self.sparse = SparseStore.from_nodes(self._chunk_nodes()) if self.documents else None
+        with self._stages.stage("kg"):
+            self._update_kg(kg_fresh, [c for info in gone for c in info["kg_chunks"]], first_build)
+        spent = self.llm.usage - before
+        self.last_update = {"added": [d.doc_id for d in add], "removed": list(remove), "llm_calls": spent.calls,
+                            "cache_hits": spent.cache_hits, "seconds": round(time.perf_counter() - started, 1)}
+        return self.last_update
 
-        usage = llm.usage if isinstance(llm, CachedLLM) else Usage()
-        before = sum(count_tokens(d.text) for d in docs)
-        after = sum(count_tokens(t) for t in texts)
-        stats = {
-            "documents": len(docs),
-            "summarizer": spec,
+    def _chunk_nodes(self) -> list[BaseNode]:
+        ids = [c for info in self.documents.values() for c in info["chunks"]]
+        return self.docstore.get_nodes(ids) if ids else []
+
+    def _update_kg(self, fresh: list[TextNode], gone: list[str], first_build: bool) -> None:
+        """Build the graph over the first chunks (a graph given ready-made is used as it is); later,
+        extract new chunks and remove gone ones."""
+        if first_build and self.kg is not None:
+            return
+        if self.kg is None:
+            if self._kg_spec == "property":
+                options = {"max_paths_per_chunk": self.config.max_kg_paths_per_chunk, **self._kg_options}
+                self.kg = PropertyGraphKG.build(fresh, self.llm, self.embed_model, max_concurrency=self.max_concurrency,
+                                                show_progress=self._show_progress, **options)
+            elif self._kg_spec == "graphrag":
+                self.kg = _graphrag(self.llm, self.embed_model, fresh, show_progress=self._show_progress,
+                                    max_concurrency=self.max_concurrency, **self._kg_options)
+            return
+        if (gone or fresh) and not isinstance(self.kg, UpdatableGraph):
+            raise NotImplementedError(f"the {self.kg.name} graph cannot be updated in place: rebuild the index")
+        if gone:
+            self.kg.remove(gone)
+        if fresh:
+            self.kg.add(fresh)
+
+    # ---- updates (BaseIndex) ---------------------------------------------------------------------------
+
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+        """Add one document or several (a known id is re-indexed)."""
+        documents = [document] if isinstance(document, Document) else list(document)
+        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert(self._documents_of(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Remove a document from the dense, sparse and graph stores."""
+        if ref_doc_id not in self.documents:
+            raise KeyError(f"no document {ref_doc_id!r} in this index")
+        self._change(add=[], remove=[ref_doc_id])
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
+        if not doc_ids:
+            raise KeyError(f"{node_id!r} is not a chunk of this index")
+        self._change(add=[], remove=doc_ids)
+
+    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        """Re-index a document whose text changed (same id)."""
+        self._change(add=[document], remove=[document.doc_id] if document.doc_id in self.documents else [])
+
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """Insert new documents and re-index changed ones (by content hash) in one update."""
+        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
+        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
+        if changed:
+            self._change(add=changed, remove=[d.doc_id for d in changed if d.doc_id in self.documents])
+        return fresh
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
+
+    @property
+    def summaries(self) -> list[dict[str, Any]]:
+        """Per document: id, title, text and its summary."""
+        return [{"id": d, "title": i["title"], "text": i["text"], "summary": i["summary"]} for d, i in self.documents.items()]
+
+    @property
+    def vector_store(self) -> BasePydanticVectorStore:
+        return self.storage_context.vector_store
+
+    # ---- querying -----------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"K2RAGIndex({len(self.documents)} documents, {len(self.sparse or [])} chunks, kg={getattr(self.kg, 'name', None)})"
+
+    def stats(self) -> dict[str, Any]:
+        """Summary reduction, chunk counts, KG triples, time and calls by build stage, the last update, the cache."""
+        before = sum(count_tokens(i["text"]) for i in self.documents.values())
+        after = sum(count_tokens(i["summary"]) for i in self.documents.values())
+        return {
+            "documents": len(self.documents),
+            "summarizer": self.summarizer.name,
             "tokens_before": before,
             "tokens_after": after,
             "reduction": round(1 - after / before, 3) if before else 0.0,
-            "chunks": len(nodes),
-            "kg_chunks": len(kg_nodes),
-            "kg": getattr(graph, "name", None),
-            "kg_triples": graph.triples() if hasattr(graph, "triples") else None,
-            "seconds": {k: round(v, 1) for k, v in seconds.items()},
-            "llm": {
-                "calls": usage.calls - usage_before.calls,
-                "cache_hits": usage.cache_hits - usage_before.cache_hits,
-                "prompt_tokens": usage.prompt_tokens - usage_before.prompt_tokens,
-                "completion_tokens": usage.completion_tokens - usage_before.completion_tokens,
-            },
+            "chunks": sum(len(i["chunks"]) for i in self.documents.values()),
+            "kg_chunks": sum(len(i["kg_chunks"]) for i in self.documents.values()),
+            "kg": getattr(self.kg, "name", None),
+            "kg_triples": self.kg.triples() if self.kg is not None and hasattr(self.kg, "triples") else None,
+            "pool_size": sum(len(i["chunks"]) for i in self.documents.values()),
+            "llm": (self.llm.usage + self._llm_before).as_dict(),
+            "stages": self._stages.figures,
+            "last_update": self.last_update,
+            "cache": self.llm.cache.describe() if self.llm.cache is not None else None,
         }
-        log.info("K2RAG index: %s", stats)
-        return cls(
-            summaries=summaries,
-            sparse=sparse,
-            dense=dense,
-            kg=graph,
-            llm=llm,
-            embed_model=embed_model,
-            summarizer=summarize,
-            summarizer_spec=spec,
-            config=config,
-            stats=stats,
-        )
 
-    def __repr__(self) -> str:
-        return f"K2RAGIndex({len(self.summaries)} documents, {len(self.sparse)} chunks, kg={getattr(self.kg, 'name', None)})"
-
-    def stats(self) -> dict[str, Any]:
-        """Summary reduction, chunk counts, KG triples, build seconds per store, LLM calls and tokens."""
-        return json.loads(json.dumps(self._stats))
-
-    def as_retriever(self, alpha: float | None = None, similarity_top_k: int | None = None) -> HybridRetriever:
+    def as_retriever(self, alpha: float | None = None, similarity_top_k: int | None = None, **kwargs: Any) -> HybridRetriever:  # type: ignore[override]
         """The hybrid retriever of eq. (3)-(4) (defaults: λ = 0.8, k = 10)."""
+        if self.sparse is None:
+            raise CorpusError("the index holds no document")
         return HybridRetriever(
-            self.dense,
+            self._dense,
             self.sparse,
             self.embed_model,
             alpha=self.config.alpha if alpha is None else alpha,
@@ -236,7 +360,7 @@ class K2RAGIndex:
             candidates=self.config.candidates,
         )
 
-    def as_query_engine(self, pipeline: str = "k2rag") -> CustomQueryEngine:
+    def as_query_engine(self, pipeline: str = "k2rag", **kwargs: Any) -> CustomQueryEngine:  # type: ignore[override]
         """``"k2rag"`` (Algorithm 2) or a naive pipeline of §3.2: ``"semantic"`` (λ=1), ``"keyword"``
         (λ=0), ``"hybrid"`` (λ=0.8), ``"kg"``. The paper runs the naive ones over the unsummarized
         corpus: build that index with ``summarizer="none"``."""
@@ -254,43 +378,31 @@ class K2RAGIndex:
                 result_chunk_overlap=self.config.kg_result_chunk_overlap,
             )
         if pipeline == "kg":
-            return NaiveQueryEngine(llm=self.llm, kg=self.kg)
+            return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)
         alpha = {"semantic": 1.0, "keyword": 0.0, "hybrid": self.config.alpha}[pipeline]
-        return NaiveQueryEngine(llm=self.llm, retriever=self.as_retriever(alpha=alpha))
+        return NaiveQueryEngine(llm=self.llm, retriever=self.as_retriever(alpha=alpha), kg=None)
+
+    # ---- persistence --------------------------------------------------------------------------------
 
     def persist(self, persist_dir: str | Path) -> None:
-        """Write summaries, the sparse store, the knowledge graph and settings (JSON, bm25s files)
-        and the dense chunks (Chroma) to ``persist_dir``."""
+        """Write the storage context (docstore with every chunk, index store, a simple vector store), the
+        documents and summaries (``k2rag.json``), the BM25 index and the knowledge graph to ``persist_dir``.
+        A Chroma store lives in its own folder; another store keeps its chunks itself: pass it again to
+        :meth:`from_persist_dir`."""
         folder = Path(persist_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "summaries.jsonl").open("w") as fh:
-            for record in self.summaries:
-                fh.write(json.dumps(record) + "\n")
-        self.sparse.save(folder / "sparse")
+        self.storage_context.persist(persist_dir=str(folder))
+        if self.sparse is not None:
+            self.sparse.save(folder / "sparse")
         if self.kg is not None:
             self.kg.persist(folder / "kg")
-        meta = {
-            "format": FORMAT_VERSION,
-            "config": self.config.model_dump(),
-            "summarizer": self.summarizer_spec,
-            "kg": getattr(self.kg, "name", None),
-            "stats": self._stats,
-        }
-        (folder / "k2rag.json").write_text(json.dumps(meta, indent=1))
-        target = chroma_vector_store(folder / "chroma", COLLECTION)
-        if target._collection.id == self.dense._collection.id:
-            return
-        have = set(target._collection.get(include=[])["ids"])
-        got = self.dense._collection.get(include=["embeddings", "documents", "metadatas"])
-        new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
-        for start in range(0, len(new), 1024):
-            part = new[start : start + 1024]
-            target._collection.add(
-                ids=[got["ids"][i] for i in part],
-                embeddings=[got["embeddings"][i] for i in part],
-                documents=[got["documents"][i] for i in part],
-                metadatas=[got["metadatas"][i] for i in part],
-            )
+        payload = {"documents": self.documents, "stages": self._stages.figures, "last_update": self.last_update,
+                   "llm": (self.llm.usage + self._llm_before).as_dict()}
+        (folder / "k2rag.json").write_text(json.dumps(payload))
+        write_manifest(folder, "k2rag", FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       summarizer=self.summarizer.name, kg=getattr(self.kg, "name", None),
+                       vector_store=type(self.vector_store).__name__, dense_index_id=self._dense.index_id,
+                       index_id=self.index_id, documents=len(self.documents))
 
     @classmethod
     def from_persist_dir(
@@ -299,45 +411,44 @@ class K2RAGIndex:
         *,
         llm: LLM,
         embed_model: BaseEmbedding,
-        vector_store: ChromaVectorStore | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
         summarizer: str | Path | Summarizer | None = None,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
     ) -> K2RAGIndex:
-        """Reload an index written by :meth:`persist`. ``summarizer`` overrides the one it was built
-        with (needed when that was a :class:`Summarizer` object rather than a name or folder)."""
+        """Reload an index written by :meth:`persist`; its vector store must hold exactly its chunks.
+        ``summarizer`` overrides the one it was built with (needed when that was a :class:`Summarizer`
+        object rather than a name or folder)."""
         folder = Path(persist_dir)
-        meta_file = folder / "k2rag.json"
-        if not meta_file.is_file():
-            raise StoreError(f"{folder} holds no K²RAG index (no k2rag.json); build one and persist() it there")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise StoreError(f"{folder} was written by another format version ({meta.get('format')}); rebuild it")
-        config = K2RAGConfig(**meta["config"])
-        llm = cached_llm(llm, cache)
-        spec = summarizer if summarizer is not None else meta["summarizer"]
-        with (folder / "summaries.jsonl").open() as fh:
-            summaries = [json.loads(line) for line in fh if line.strip()]
-        sparse = SparseStore.load(folder / "sparse")
-        dense = vector_store or chroma_vector_store(folder / "chroma", COLLECTION)
-        if dense._collection.count() < len(sparse):
-            raise StoreError(f"{folder}: the dense store holds {dense._collection.count()} of {len(sparse)} chunks; rebuild it")
+        manifest = read_manifest(folder, "k2rag", FORMAT_VERSION)
+        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
+            vector_store = chroma_vector_store(folder / "chroma", "k2rag")
+        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
+            raise IndexFolderError(f"{folder}: its chunks live in a {manifest['vector_store']}; pass it as vector_store=")
+        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        llm = cached_llm(llm, cache if cache is not None else folder / CACHE_FILE)
         kg: KnowledgeGraph | None = None
-        if meta["kg"] == "property":
+        if manifest["kg"] == "property":
             kg = PropertyGraphKG.load(folder / "kg", llm, embed_model)
-        elif meta["kg"] == "graphrag":
+        elif manifest["kg"] == "graphrag":
             kg = _graphrag(llm, embed_model, folder=folder / "kg")
-        return cls(
-            summaries=summaries,
-            sparse=sparse,
-            dense=dense,
-            kg=kg,
-            llm=llm,
-            embed_model=embed_model,
-            summarizer=make_summarizer(spec, llm, config.min_summary_tokens),
-            summarizer_spec=str(spec if not isinstance(spec, Summarizer) else spec.name),
-            config=config,
-            stats=meta["stats"],
-        )
+        index = cls(llm=llm, embed_model=embed_model, config=K2RAGConfig(**manifest["config"]),
+                    summarizer=summarizer if summarizer is not None else manifest["summarizer"], kg=kg,
+                    storage_context=storage, index_struct=K2RAGStruct(index_id=manifest["index_id"]),
+                    max_concurrency=max_concurrency)
+        index._dense = load_index_from_storage(storage, index_id=manifest["dense_index_id"], embed_model=embed_model)
+        payload = json.loads((folder / "k2rag.json").read_text())
+        index.documents, index._stages.figures, index.last_update = payload["documents"], payload["stages"], payload["last_update"]
+        index._llm_before = Usage(**payload["llm"]) - index.llm.usage
+        chunks = {n.node_id: n for n in index._chunk_nodes()}
+        index.sparse = SparseStore.load(folder / "sparse", chunks) if chunks else None
+        present = stored_ids(index.vector_store)
+        if present != set(chunks):
+            raise StoreError(
+                f"{folder}: the dense store holds {len(present - set(chunks))} chunks the index lacks and lacks "
+                f"{len(set(chunks) - present)} of its {len(chunks)}; rebuild it (--overwrite)"
+            )
+        return index
 
 
 def _graphrag(
@@ -356,5 +467,6 @@ def _graphrag(
     endpoint, server = openai_endpoint(llm)
     options.setdefault("context_tokens", int(getattr(llm.metadata, "context_window", 8192)))
     if folder is not None:
+        options.pop("max_concurrency", None)
         return GraphRAGKG.load(folder, endpoint, embed_model, server=server, **options)
     return GraphRAGKG.build(nodes, endpoint, embed_model, server=server, show_progress=show_progress, **options)

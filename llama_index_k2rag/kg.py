@@ -7,20 +7,23 @@ an LLM triple extractor (``SimpleLLMPathExtractor``) and its query engine over t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, EntityNode
 from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import BaseNode, TextNode
-from tqdm.auto import tqdm
+from pydantic import Field
 
-from multihop_rag.aio import call_sync
+from multihop_rag.aio import call_sync, run_sync
+from multihop_rag.concurrency import map_bounded
 
-__all__ = ["KnowledgeGraph", "PropertyGraphKG"]
+__all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
 
 
 @runtime_checkable
@@ -36,16 +39,42 @@ class KnowledgeGraph(Protocol):
     def persist(self, folder: str | Path) -> None: ...
 
 
-class _PathExtractorWithProgress(SimpleLLMPathExtractor):
-    """``SimpleLLMPathExtractor``, one chunk at a time behind a progress bar.
+@runtime_checkable
+class UpdatableGraph(KnowledgeGraph, Protocol):
+    """A knowledge graph that updates at the cost of the change."""
 
-    ``PropertyGraphIndex`` never passes ``show_progress`` to its extractors, and the library's own
-    bar (an asyncio gather) only moves when the event loop gets control back, which a blocking
-    local LLM never gives it: a build of one call per chunk showed 0/N until the very end.
+    def add(self, nodes: Sequence[TextNode]) -> None:
+        """Extract the triples of new chunks into the graph."""
+        ...
+
+    def remove(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks and what was extracted from them."""
+        ...
+
+
+class _BoundedPathExtractor(SimpleLLMPathExtractor):
+    """``SimpleLLMPathExtractor`` with ``max_concurrency`` chunks in flight and a bar that moves per chunk.
+
+    The library's own gather runs the extraction of every chunk in one event loop: a blocking local
+    LLM keeps it to one call at a time and its bar shows 0/N until the end (``PropertyGraphIndex``
+    never passes ``show_progress`` anyway). Here each chunk is extracted on a worker thread.
     """
 
+    max_concurrency: int = Field(default=1, description="Chunks extracted at once.")
+    show_progress: bool = Field(default=True, description="Show a bar that moves per chunk.")
+
+    def __init__(self, *, max_concurrency: int = 1, show_progress: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_concurrency, self.show_progress = max_concurrency, show_progress
+
     async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
-        return [await self._aextract(node) for node in tqdm(nodes, desc="K2RAG KG triples")]
+        def one(node: BaseNode) -> BaseNode:
+            return run_sync(SimpleLLMPathExtractor.acall(self, [node], **kwargs))[0]
+
+        return await asyncio.to_thread(
+            map_bounded, one, list(nodes), max_concurrency=self.max_concurrency, desc="K2RAG KG triples",
+            show_progress=self.show_progress,
+        )
 
 
 class PropertyGraphKG:
@@ -65,21 +94,42 @@ class PropertyGraphKG:
         embed_model: BaseEmbedding,
         *,
         max_paths_per_chunk: int = 10,
+        max_concurrency: int = 1,
         show_progress: bool = True,
     ) -> PropertyGraphKG:
-        """Extract (subject, relation, object) triples from every chunk with ``llm``."""
-        extractor_class = _PathExtractorWithProgress if show_progress else SimpleLLMPathExtractor
-        extractor = extractor_class(llm=llm, max_paths_per_chunk=max_paths_per_chunk, num_workers=1)
+        """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once."""
+        extractor = _BoundedPathExtractor(
+            llm=llm, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency, show_progress=show_progress
+        )
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
         index = call_sync(
-            PropertyGraphIndex,
-            nodes=list(nodes),
-            llm=llm,
-            kg_extractors=[extractor],
-            embed_model=embed_model,
+            PropertyGraphIndex, nodes=list(nodes), llm=llm, kg_extractors=[extractor], embed_model=embed_model,
             show_progress=show_progress,
         )
         return cls(index, llm)
+
+    def add(self, nodes: Sequence[TextNode]) -> None:
+        """Extract the triples of new chunks into the graph."""
+        call_sync(self.index.insert_nodes, list(nodes))
+
+    def remove(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks, the triples extracted from them, and entities no triple mentions any more."""
+        store = self.index.property_graph_store
+        graph = getattr(store, "graph", None)
+        if graph is None:
+            raise NotImplementedError(f"removing chunks from a {type(store).__name__} is not supported: rebuild the index")
+        for chunk_id in chunk_ids:
+            for subject, relation, obj in store.get_triplets(properties={TRIPLET_SOURCE_KEY: chunk_id}):
+                # A relation extracted again from another chunk records that chunk: it stays. The graph's
+                # own delete_triplet also deletes both entities, which other triples may still name.
+                if relation.properties.get(TRIPLET_SOURCE_KEY) == chunk_id:
+                    graph.triplets.discard((subject.id, relation.id, obj.id))
+                    graph.delete_relation(relation)
+        store.delete(ids=list(chunk_ids))
+        mentioned = {node_id for subject, _, obj in graph.triplets for node_id in (subject, obj)}
+        orphans = [n for n in store.get() if isinstance(n, EntityNode) and n.id not in mentioned]
+        for node in orphans:
+            graph.delete_node(node)
 
     def triples(self) -> int:
         """Relations stored in the graph."""

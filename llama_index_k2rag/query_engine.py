@@ -23,7 +23,7 @@ from typing import Any
 from llama_index.core.base.response.schema import Response
 from llama_index.core.llms.llm import LLM
 from llama_index.core.query_engine import CustomQueryEngine
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import MetadataMode, NodeWithScore
 from pydantic import ConfigDict, Field
 
 from llama_index_k2rag import prompts
@@ -39,7 +39,8 @@ PIPELINES = ("k2rag", "semantic", "keyword", "hybrid", "kg")
 
 
 def _context(hits: list[NodeWithScore]) -> str:
-    return "\n\n".join(h.node.get_content() for h in hits)
+    """The chunks as the answering model reads them: each with its title."""
+    return "\n\n".join(h.node.get_content(metadata_mode=MetadataMode.LLM) for h in hits)
 
 
 def _one_line(text: str) -> str:

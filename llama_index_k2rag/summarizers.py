@@ -8,7 +8,12 @@ The paper uses a Longformer (LED) model fine-tuned for long-text summarization,
   loaded offline with ``transformers``;
 - ``"none"`` — text passes through (the naive pipelines of §3.2 index the unsummarized corpus).
 
-Texts shorter than ``min_tokens`` pass through unchanged: a summary would not shorten them.
+Texts shorter than ``min_tokens`` pass through unchanged: a summary would not shorten them. A text
+longer than the LLM summarizer reads at once is summarized window by window and the summaries are
+joined (map, no reduce): every token of every document reaches a summary, where a single call
+would keep only the first window (a 12,400-token document lost everything after token ~3,000).
+The paper's LED reads 16K tokens at once; an 8K-context LLM reads ``window_tokens`` (3,000) plus its
+prompt and the summary.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from llama_index.core.llms.llm import LLM
 
 from llama_index_k2rag import prompts
-from multihop_rag.text import chunk_tokens, count_tokens
+from multihop_rag.calls import Call, call
+from multihop_rag.text import chunk_tokens, complete_sentences, count_tokens
 
 __all__ = ["Summarizer", "LLMSummarizer", "Seq2SeqSummarizer", "NoSummarizer", "make_summarizer"]
 
@@ -46,19 +52,23 @@ class NoSummarizer:
 
 @dataclass
 class LLMSummarizer:
-    """Summaries written by a LlamaIndex LLM (input cut to ``max_input_tokens``)."""
+    """Summaries written by a LlamaIndex LLM, window by window for a long text."""
 
     llm: LLM
     min_tokens: int = 128
-    max_input_tokens: int = 3000
+    window_tokens: int = 3000
+    max_summary_tokens: int = 512
     name: str = "llm"
 
     def summarize(self, text: str) -> str:
         if count_tokens(text) < self.min_tokens:
             return text
-        head = chunk_tokens(text, self.max_input_tokens, 0)[0]
-        summary = self.llm.complete(prompts.SUMMARIZE.format(text=head)).text.strip()
-        return summary or text
+        parts = []
+        for window in chunk_tokens(text, self.window_tokens, 0):
+            reply = call(Call(self.llm, prompts.SUMMARIZE.format(text=window), max_tokens=self.max_summary_tokens))
+            summary = complete_sentences(reply.text) if reply.truncated else reply.text.strip()
+            parts.append(summary or window)
+        return "\n".join(parts)
 
 
 @dataclass

@@ -7,9 +7,18 @@
 """
 
 from llama_index_sirerag.config import SiReRAGConfig
-from llama_index_sirerag.index import SiReRAGIndex
+from llama_index_sirerag.index import SiReRAGIndex, SiReRAGStruct
 from llama_index_sirerag.propositions import Aggregate, Proposition, group_aggregates
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeNode
 
-__all__ = ["SiReRAGIndex", "SiReRAGRetriever", "SiReRAGConfig", "TreeNode", "Proposition", "Aggregate", "group_aggregates"]
+__all__ = [
+    "SiReRAGIndex",
+    "SiReRAGStruct",
+    "SiReRAGRetriever",
+    "SiReRAGConfig",
+    "TreeNode",
+    "Proposition",
+    "Aggregate",
+    "group_aggregates",
+]

@@ -35,7 +35,11 @@ class SiReRAGConfig(BaseModel):
     coreference_rewrite: bool = Field(False, description="Rewrite chunks to resolve coreferences first (Figure 6); slow.")
     max_propositions: int = Field(30, description="Most propositions extracted per chunk (JSON schema maxItems).")
     max_entities: int = Field(10, description="Most entities per proposition (JSON schema maxItems).")
-    workers: int = Field(4, description="LLM calls in flight at once (threads; the RAPTOR pack's num_workers).")
+
+    @property
+    def method_name(self) -> str:
+        """``raptor`` without the relatedness tree, else ``sirerag`` (the name its index folder records)."""
+        return "sirerag" if self.relatedness else "raptor"
 
     def clustering(self) -> ClusterConfig:
         return ClusterConfig(

@@ -1,58 +1,83 @@
-"""SiReRAGIndex: a similarity tree and a relatedness tree flattened into one retrieval pool (§4).
+"""SiReRAGIndex: a similarity tree and a relatedness tree flattened into one retrieval pool (§4),
+as a LlamaIndex ``BaseIndex``.
 
-Build (``from_documents``):
+Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``update_ref_doc``,
+``refresh_ref_docs``) run the same steps on what changed:
 
 1. chunks: LlamaIndex ``SentenceSplitter``; a chunk's text starts with its document's title, as
    in the authors' notebooks (``title + "\\n" + text``);
-2. similarity tree (§4.1): RAPTOR over the chunks (:mod:`llama_index_sirerag.tree`);
-3. relatedness tree (§4.2): propositions and entities per chunk (Figure 7), proposition
-   aggregates by shared entity, then RAPTOR over the aggregates;
-4. pool (§4.3): every node of both trees in one vector store, tagged ``tree``, ``level``,
-   ``kind``, ``parents`` and ``children``.
+2. similarity tree (§4.1): RAPTOR over the chunks (:mod:`llama_index_sirerag.tree`): built at once
+   the first time, then new chunks join their nearest clusters and only the summaries above a
+   change are written again;
+3. relatedness tree (§4.2): propositions and entities per *new* chunk (Figure 7), proposition
+   aggregates by shared entity from every chunk's propositions (no LLM call), and RAPTOR over the
+   aggregates, updated for the aggregates whose text changed (the touched entities);
+4. pool (§4.3): every node of both trees in the storage context's vector store — any LlamaIndex
+   store: the in-memory ``SimpleVectorStore`` by default, Chroma for the command line — tagged
+   ``tree``, ``level``, ``kind``, ``parents`` and ``children``; the store holds exactly the pool.
 
-LLM calls go through a persistent cache (:class:`multihop_rag.cache.CachedLLM`), so a killed
-build resumes without repeating finished calls; node ids derive from their text, so a rebuild or
-``insert`` only adds and removes what changed in the vector store.
+LLM calls go through the index's own call cache (a SQLite file beside its persisted files, or the
+path given as ``cache``), so a killed build resumes without repeating finished calls; they run
+``max_concurrency`` at once (default: the model server's parallel slots). ``stats()`` reports each
+build stage's time, busy share, calls and tokens, and what the last update rewrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
-import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from llama_index.core import VectorStoreIndex
+from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.data_structs.data_structs import IndexStruct
+from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import Document, TextNode
+from llama_index.core.schema import BaseNode, Document, TextNode
+from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
 from llama_index_sirerag.config import SiReRAGConfig
-from llama_index_sirerag.propositions import Aggregate, entity_key, extract_propositions, group_aggregates
+from llama_index_sirerag.propositions import Proposition, entity_key, extract_propositions, group_aggregates
 from llama_index_sirerag.retriever import SiReRAGRetriever
-from llama_index_sirerag.tree import TreeNode, build_tree, node_id
-from multihop_rag.cache import CachedLLM, LLMCache, Usage, cached_llm
+from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
+from multihop_rag.cache import LLMCache, cached_llm
 from multihop_rag.clustering import cluster
-from multihop_rag.stores import chroma_vector_store
+from multihop_rag.concurrency import default_concurrency
+from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
+from multihop_rag.stores import StoreError, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 from multihop_rag.structured import StructuredStats
 from multihop_rag.text import count_tokens
+from multihop_rag.usage import Stages, Usage
 
-__all__ = ["SiReRAGIndex"]
+__all__ = ["SiReRAGIndex", "SiReRAGStruct"]
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CACHE_FILE = "llm_calls.sqlite"
+
+
+@dataclass
+class SiReRAGStruct(IndexStruct):
+    """The index's entry in the storage context; its trees, documents and propositions are written
+    beside it (``sirerag.json``) by :meth:`SiReRAGIndex.persist`."""
+
+    @classmethod
+    def get_type(cls) -> str:  # type: ignore[override]
+        return "sirerag"
 
 
 def _text_node(node: TreeNode) -> TextNode:
@@ -74,150 +99,211 @@ def _text_node(node: TreeNode) -> TextNode:
     )
 
 
-class SiReRAGIndex:
+def _links(node: TreeNode) -> str:
+    return json.dumps([node.parents, node.children])
+
+
+def _hash(document: Document) -> str:
+    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
+
+
+class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
     """The SiReRAG retrieval pool and its two trees.
 
-    Use :meth:`from_documents` to build, :meth:`as_retriever` / :meth:`as_query_engine` to query,
-    :meth:`persist` / :meth:`from_persist_dir` to save and reload, :meth:`insert` to add documents.
+    ``from_documents`` builds; ``as_retriever`` / ``as_query_engine`` / ``as_chat_engine`` query;
+    ``insert``, ``delete_ref_doc``, ``update_ref_doc`` and ``refresh_ref_docs`` update at the cost of
+    the change; ``persist`` / ``from_persist_dir`` save and reload.
     """
+
+    index_struct_cls = SiReRAGStruct
 
     def __init__(
         self,
         *,
-        nodes: dict[str, TreeNode],
-        documents: list[Document],
-        vector_store: BasePydanticVectorStore,
         llm: LLM,
         embed_model: BaseEmbedding,
-        config: SiReRAGConfig,
-        stats: dict[str, Any],
-    ):
-        self.nodes = nodes
-        self.documents = documents
-        self.vector_store = vector_store
-        self.llm = llm
+        config: SiReRAGConfig | None = None,
+        storage_context: StorageContext | None = None,
+        index_struct: SiReRAGStruct | None = None,
+        cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self.config = config or SiReRAGConfig()
+        self.llm = cached_llm(llm, cache)
         self.embed_model = embed_model
-        self.config = config
-        self._stats = stats
-        self.vector_index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
+        self.max_concurrency = max_concurrency or default_concurrency(self.llm)
+        self.nodes: dict[str, TreeNode] = {}
+        """Every node of the pool by id (both trees)."""
+        self.documents: dict[str, dict[str, Any]] = {}
+        """Document id -> ``{"hash", "title", "chunks"}``."""
+        self.propositions: dict[str, list[dict[str, Any]]] = {}
+        """Chunk id -> its propositions (``{"id", "position", "text", "entities"}``), or ``[]`` if skipped."""
+        self.skipped: list[str] = []
+        self.structured = StructuredStats()
+        self.failures: list[str] = []
+        self.last_update: dict[str, Any] = {}
+        self._stages = Stages(lambda: self.llm.usage)
+        self._llm_before = Usage()
+        self._written: dict[str, str] = {}
+        super().__init__(index_struct=index_struct or SiReRAGStruct(), storage_context=storage_context,
+                         show_progress=show_progress, **kwargs)
+        self._pool = VectorStoreIndex(nodes=[], storage_context=self.storage_context, embed_model=embed_model)
 
-    # ---- building -------------------------------------------------------------------------
+    # ---- building ---------------------------------------------------------------------------------
 
     @classmethod
-    def from_documents(
+    def from_documents(  # type: ignore[override]
         cls,
         documents: Sequence[Document],
         *,
         llm: LLM,
         embed_model: BaseEmbedding,
-        vector_store: BasePydanticVectorStore | None = None,
         config: SiReRAGConfig | None = None,
-        show_progress: bool = True,
+        storage_context: StorageContext | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        persist_dir: str | Path | None = None,
+        overwrite: bool = False,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
+        show_progress: bool = True,
+        **kwargs: Any,
     ) -> SiReRAGIndex:
-        """Build the index. ``cache`` (a SQLite path) keeps LLM calls, so a killed build resumes;
-        ``vector_store`` defaults to an in-memory Chroma."""
-        config = config or SiReRAGConfig()
+        """Build the index over ``documents``.
+
+        ``vector_store`` (or ``storage_context``) holds the pool: the in-memory ``SimpleVectorStore``
+        by default, Chroma in ``persist_dir`` when that is given. It must be empty — a store holding
+        another build is refused unless ``overwrite=True``. ``persist_dir``: persist there (and keep
+        the LLM-call cache there, so a killed build resumes); ``cache``: another place for the cache.
+        """
         if not documents:
             raise ValueError("SiReRAGIndex needs at least one document")
-        index = cls(
-            nodes={},
-            documents=[],
-            vector_store=vector_store or chroma_vector_store(None, f"sirerag-{uuid.uuid4().hex[:8]}"),
-            llm=cached_llm(llm, cache),
-            embed_model=embed_model,
-            config=config,
-            stats={},
-        )
-        index.insert(documents, show_progress=show_progress)
+        config = config or SiReRAGConfig()
+        own_store = vector_store is None and storage_context is None
+        if persist_dir is not None:
+            prepare_folder(persist_dir, config.method_name, FORMAT_VERSION, overwrite=overwrite, config=config.model_dump())
+            cache = cache if cache is not None else Path(persist_dir) / CACHE_FILE
+            if own_store:
+                vector_store = chroma_vector_store(Path(persist_dir) / "chroma", "sirerag")
+        if storage_context is None:
+            storage_context = StorageContext.from_defaults(vector_store=vector_store)
+        # The folder's own store holds at most an unfinished build's nodes: it is started again.
+        ensure_empty(storage_context.vector_store, overwrite=overwrite or (own_store and persist_dir is not None),
+                     where=str(persist_dir or "the storage context"))
+        index = cls(llm=llm, embed_model=embed_model, config=config, storage_context=storage_context, cache=cache,
+                    max_concurrency=max_concurrency, show_progress=show_progress, **kwargs)
+        index._change(add=list(documents), remove=[])
+        if persist_dir is not None:
+            index.persist(persist_dir)
         return index
 
-    def insert(self, documents: Sequence[Document], *, show_progress: bool = True) -> None:
-        """Add documents and rebuild both trees; cached LLM calls make unchanged clusters free."""
-        known = {d.doc_id for d in self.documents}
-        self.documents.extend(d for d in documents if d.doc_id not in known)
-        self._rebuild(show_progress)
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> SiReRAGStruct:
+        self._change(add=self._documents_of(nodes), remove=[])
+        return self.index_struct
 
-    def _chunks(self) -> list[TreeNode]:
+    @staticmethod
+    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
+        """Nodes given to ``insert_nodes``: each joins as its own document."""
+        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
+
+    def _chunks(self, documents: Sequence[Document]) -> list[TreeNode]:
         splitter = SentenceSplitter(chunk_size=self.config.chunk_size, chunk_overlap=self.config.chunk_overlap)
         chunks: dict[str, TreeNode] = {}
-        for doc in self.documents:
+        for doc in documents:
             title = str(doc.metadata.get("title") or "")
+            passage = str(doc.metadata.get("passage_id") or doc.doc_id)
             for piece in splitter.split_text(doc.text):
                 text = f"{title}\n{piece}" if title else piece
-                nid = node_id("similarity", "chunk", 0, text)
-                chunks.setdefault(
-                    nid,
-                    TreeNode(id=nid, text=text, tree="similarity", level=0, kind="chunk",
-                             metadata={"doc_id": doc.doc_id, "title": title}),
-                )
+                nid = node_id("similarity", "chunk", 0, f"{doc.doc_id}\n{text}")
+                chunks.setdefault(nid, TreeNode(id=nid, text=text, tree="similarity", level=0, kind="chunk",
+                                                metadata={"doc_id": doc.doc_id, "passage_id": passage, "title": title}))
         return list(chunks.values())
 
-    def _embed(self, nodes: Sequence[TreeNode], show_progress: bool) -> None:
+    def _embed(self, nodes: Sequence[TreeNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]
-        if not todo:
-            return
-        vectors = self.embed_model.get_text_embedding_batch([n.text for n in todo], show_progress=show_progress)
-        for node, vector in zip(todo, vectors, strict=True):
-            node.embedding = vector
+        if todo:
+            vectors = self.embed_model.get_text_embedding_batch([n.text for n in todo], show_progress=self._show_progress)
+            for node, vector in zip(todo, vectors, strict=True):
+                node.embedding = vector
 
-    def _rebuild(self, show_progress: bool) -> None:
-        config, started = self.config, time.perf_counter()
-        usage_before = Usage(**asdict(self.llm.usage)) if isinstance(self.llm, CachedLLM) else Usage()
-        structured, failures, seconds = StructuredStats(), [], {}
-        previous = {n.id: n.embedding for n in self.nodes.values()}
+    def _builder(self, tree: str) -> TreeBuilder:
+        return TreeBuilder(tree=tree, llm=self.llm, embed_model=self.embed_model, clustering=self.config.clustering(),
+                           depth=self.config.tree_depth, max_concurrency=self.max_concurrency,
+                           show_progress=self._show_progress, failures=self.failures)
 
-        chunks = self._chunks()
-        for chunk in chunks:
-            chunk.embedding = previous.get(chunk.id)
-        self._embed(chunks, show_progress)
-        seconds["chunk_and_embed"] = time.perf_counter() - started
-
-        tree_args = dict(
-            llm=self.llm,
-            embed_model=self.embed_model,
-            clustering=config.clustering(),
-            depth=config.tree_depth,
-            workers=config.workers,
-            failures=failures,
-            show_progress=show_progress,
-        )
-        propositions, skipped, aggregates = [], [], []
+    def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
+        """Remove documents ``remove`` and add documents ``add``, updating both trees and the store."""
+        config, started, before = self.config, time.perf_counter(), self.llm.usage
+        rewritten = splits = 0
+        first_build = not self.nodes
+        gone = [cid for doc_id in remove for cid in self.documents.pop(doc_id, {}).get("chunks", [])]
+        for cid in gone:
+            self.propositions.pop(cid, None)
+        with self._stages.stage("chunk_and_embed"):
+            chunks = self._chunks(add)
+            self._embed(chunks)
+            for doc in add:
+                self.documents[doc.doc_id] = {"hash": _hash(doc), "title": str(doc.metadata.get("title", "")),
+                                              "chunks": [c.id for c in chunks if c.metadata["doc_id"] == doc.doc_id]}
         if config.relatedness or config.dual_clustering_on_chunks:
-            mark = time.perf_counter()
-            propositions, skipped = extract_propositions(
-                self.llm,
-                [(c.id, c.metadata.get("doc_id", ""), c.text) for c in chunks],
-                max_facts=config.max_propositions,
-                max_entities=config.max_entities,
-                coreference_rewrite=config.coreference_rewrite,
-                workers=config.workers,
-                stats=structured,
-                show_progress=show_progress,
-            )
-            seconds["propositions"] = time.perf_counter() - mark
-
-        mark = time.perf_counter()
-        extra = self._entity_clusters(chunks, propositions) if config.dual_clustering_on_chunks else []
-        pool = build_tree(chunks, tree="similarity", extra_first_clusters=extra, **tree_args)
-        seconds["similarity_tree"] = time.perf_counter() - mark
-
+            with self._stages.stage("propositions"):
+                self._extract([c for c in chunks if c.id not in self.propositions])
+        similarity = self._builder("similarity")
+        with self._stages.stage("similarity_tree"):
+            if first_build or config.dual_clustering_on_chunks:
+                leaves = [n for n in self.nodes.values() if n.tree == "similarity" and n.level == 0 and n.id not in gone]
+                for nid in [n.id for n in self.nodes.values() if n.tree == "similarity"]:
+                    del self.nodes[nid]
+                leaves = [TreeNode(**{**asdict(n), "parents": []}) for n in leaves] + chunks
+                extra = self._entity_clusters(leaves) if config.dual_clustering_on_chunks else []
+                similarity.build(leaves, self.nodes, extra_first_clusters=extra)
+            else:
+                similarity.remove_leaves(gone, self.nodes)
+                rewritten, splits = similarity.rewritten, similarity.splits
+                similarity.add_leaves(chunks, self.nodes)
+            rewritten, splits = rewritten + similarity.rewritten, splits + similarity.splits
         if config.relatedness and not config.dual_clustering_on_chunks:
-            mark = time.perf_counter()
-            aggregates = group_aggregates(propositions)
-            pool += self._relatedness_tree(propositions, aggregates, tree_args, show_progress)
-            seconds["relatedness_tree"] = time.perf_counter() - mark
+            with self._stages.stage("relatedness_tree"):
+                r, s = self._relatedness(first_build)
+                rewritten, splits = rewritten + r, splits + s
+        with self._stages.stage("vector_store"):
+            self._sync()
+        spent = self.llm.usage - before
+        self.last_update = {
+            "added": [d.doc_id for d in add], "removed": list(remove), "summaries_rewritten": rewritten,
+            "clusters_split": splits, "llm_calls": spent.calls, "cache_hits": spent.cache_hits,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        return self.last_update
 
-        mark = time.perf_counter()
-        self._sync(pool)
-        seconds["vector_store"] = time.perf_counter() - mark
-        seconds["total"] = time.perf_counter() - started
-        self._stats = self._compute_stats(chunks, propositions, skipped, aggregates, failures, structured, seconds, usage_before)
+    def _extract(self, chunks: Sequence[TreeNode]) -> None:
+        position = len(self.propositions)
+        found, skipped = extract_propositions(
+            self.llm,
+            [(c.id, c.metadata.get("doc_id", ""), c.text) for c in chunks],
+            max_facts=self.config.max_propositions,
+            max_entities=self.config.max_entities,
+            coreference_rewrite=self.config.coreference_rewrite,
+            max_concurrency=self.max_concurrency,
+            stats=self.structured,
+            show_progress=self._show_progress,
+            first_position=position,
+        )
+        for chunk in chunks:
+            self.propositions[chunk.id] = []
+        for p in found:
+            self.propositions[p.chunk_id].append({"id": p.id, "position": list(p.order), "text": p.text, "entities": list(p.entities)})
+        self.skipped = [c for c in self.skipped if c in self.propositions] + skipped
 
-    def _entity_clusters(self, chunks: list[TreeNode], propositions) -> list[list[int]]:
+    def _all_propositions(self) -> list[Proposition]:
+        return [Proposition(p["id"], chunk, tuple(p["position"]), p["text"], tuple(p["entities"]))
+                for chunk, props in self.propositions.items() for p in props]
+
+    def _entity_clusters(self, chunks: Sequence[TreeNode]) -> list[list[int]]:
         """Ablation (E): cluster chunks by the embedding of "This chunk mentions <entities>"."""
         by_chunk: dict[str, list[str]] = {}
-        for prop in propositions:
+        for prop in self._all_propositions():
             by_chunk.setdefault(prop.chunk_id, []).extend(prop.entities)
         mentions = []
         for chunk in chunks:
@@ -227,152 +313,178 @@ class SiReRAGIndex:
         vectors = self.embed_model.get_text_embedding_batch(mentions, show_progress=False)
         return cluster(vectors, [count_tokens(c.text) for c in chunks], self.config.clustering())
 
-    def _relatedness_tree(self, propositions, aggregates: list[Aggregate], tree_args, show_progress) -> list[TreeNode]:
+    def _relatedness_leaves(self) -> list[TreeNode]:
+        config, propositions = self.config, self._all_propositions()
+        leaves: list[TreeNode] = []
+        if config.aggregates:
+            leaves += [TreeNode(id=node_id("relatedness", "aggregate", 0, a.text), text=a.text, tree="relatedness", level=0,
+                                kind="aggregate", metadata={"entities": "; ".join(a.entities)})
+                       for a in group_aggregates(propositions)]
+        if config.index_propositions or not config.aggregates:
+            leaves += [TreeNode(id=node_id("relatedness", "proposition", 0, p.text), text=p.text, tree="relatedness",
+                                level=0, kind="proposition", metadata={"entities": "; ".join(p.entities), "chunk_id": p.chunk_id})
+                       for p in propositions if p.entities]
+        return list({n.id: n for n in leaves}.values())
+
+    def _relatedness(self, first_build: bool) -> tuple[int, int]:
+        """Bring the relatedness tree in line with the propositions: removed and new leaves only."""
         config = self.config
-        prop_nodes = [
-            TreeNode(
-                id=node_id("relatedness", "proposition", 0, p.text),
-                text=p.text,
-                tree="relatedness",
-                level=0,
-                kind="proposition",
-                metadata={"entities": "; ".join(p.entities), "chunk_id": p.chunk_id},
-            )
-            for p in propositions
-            if p.entities
-        ]
-        prop_nodes = list({n.id: n for n in prop_nodes}.values())
-        agg_nodes = [
-            TreeNode(
-                id=node_id("relatedness", "aggregate", 0, a.text),
-                text=a.text,
-                tree="relatedness",
-                level=0,
-                kind="aggregate",
-                metadata={"entities": "; ".join(a.entities)},
-            )
-            for a in aggregates
-        ]
-        leaves = agg_nodes if config.aggregates else prop_nodes
-        self._embed(leaves, show_progress)
-        if config.relatedness_summaries:
-            tree = build_tree(leaves, tree="relatedness", **tree_args)
-        else:
-            tree = list(leaves)
-        if config.index_propositions and config.aggregates:
-            self._embed(prop_nodes, show_progress)
-            tree += prop_nodes
-        if not config.aggregates and not config.index_propositions:
-            tree = [n for n in tree if n.kind != "proposition"]
-        return tree
+        wanted = {n.id: n for n in self._relatedness_leaves()}
+        current = {n.id for n in self.nodes.values() if n.tree == "relatedness" and n.level == 0}
+        new = [wanted[i] for i in wanted if i not in current]
+        self._embed(new)
+        clustered = [n for n in new if n.kind == "aggregate" or not config.aggregates]
+        unclustered = {n.id: n for n in new if n.kind != "aggregate" and config.aggregates}
+        builder = self._builder("relatedness")
+        if not config.relatedness_summaries:
+            for i in current - set(wanted):
+                del self.nodes[i]
+            self.nodes.update({n.id: n for n in new})
+            return 0, 0
+        if first_build:
+            builder.build(clustered, self.nodes)
+            self.nodes.update(unclustered)
+            return builder.rewritten, 0
+        builder.remove_leaves([i for i in current if i not in wanted], self.nodes)
+        rewritten = builder.rewritten
+        builder.add_leaves(clustered, self.nodes)
+        self.nodes.update(unclustered)
+        return rewritten + builder.rewritten, builder.splits
 
-    def _sync(self, pool: list[TreeNode]) -> None:
-        """Make the vector store hold exactly ``pool``: delete stale nodes, add new ones."""
-        new = {n.id: n for n in pool}
-        stale = [nid for nid in self.nodes if nid not in new]
-        if stale:
-            self.vector_store.delete_nodes(node_ids=stale)
-        added = [_text_node(n) for nid, n in new.items() if nid not in self.nodes]
-        for start in range(0, len(added), 256):
-            self.vector_store.add(added[start : start + 256])
-        self.nodes = new
-        self.vector_index = VectorStoreIndex.from_vector_store(self.vector_store, embed_model=self.embed_model)
+    def _sync(self) -> None:
+        """Make the vector store hold exactly the pool: delete stale nodes, write new or relinked ones."""
+        present = stored_ids(self.vector_store)
+        changed = [n for n in self.nodes.values() if n.id not in present or self._written.get(n.id) != _links(n)]
+        gone = sorted((present - set(self.nodes)) | {n.id for n in changed if n.id in present})
+        for start in range(0, len(gone), 1024):
+            self._pool.delete_nodes(gone[start : start + 1024], delete_from_docstore=True)
+        for start in range(0, len(changed), 256):
+            self._pool.insert_nodes([_text_node(n) for n in changed[start : start + 256]])
+        self._written = {n.id: _links(n) for n in self.nodes.values()}
 
-    def _compute_stats(self, chunks, propositions, skipped, aggregates, failures, structured, seconds, usage_before):
-        entity_counts = Counter()
-        for prop in propositions:
-            for key in {entity_key(e) for e in prop.entities}:
-                entity_counts[key] += 1
-        pool: dict[str, dict[str, int]] = {}
-        for node in self.nodes.values():
-            level = pool.setdefault(node.tree, {})
-            label = f"{node.level}:{node.kind}"
-            level[label] = level.get(label, 0) + 1
-        usage = self.llm.usage if isinstance(self.llm, CachedLLM) else Usage()
-        per_entity = list(entity_counts.values())
-        return {
-            "chunks": len(chunks),
-            "propositions": sum(1 for p in propositions if p.entities),
-            "propositions_without_entities": sum(1 for p in propositions if not p.entities),
-            "entities": len(entity_counts),
-            "aggregates": len(aggregates),
-            "propositions_per_entity": {
-                "avg": round(sum(per_entity) / len(per_entity), 2) if per_entity else 0.0,
-                "max": max(per_entity, default=0),
-                "min": min(per_entity, default=0),
-            },
-            "skipped_chunks": len(skipped),
-            "failed_summaries": len(failures),
-            "pool_size": len(self.nodes),
-            "pool": pool,
-            "llm": {
-                "calls": usage.calls - usage_before.calls,
-                "cache_hits": usage.cache_hits - usage_before.cache_hits,
-                "prompt_tokens": usage.prompt_tokens - usage_before.prompt_tokens,
-                "completion_tokens": usage.completion_tokens - usage_before.completion_tokens,
-                "seconds": round(usage.seconds - usage_before.seconds, 1),
-            },
-            "structured_output": structured.as_dict(),
-            "seconds": {k: round(v, 1) for k, v in seconds.items()},
-        }
+    def _llm_spent(self) -> Usage:
+        """What this index's builds and updates spent on the LLM (across reloads)."""
+        return self.llm.usage + self._llm_before
 
-    # ---- querying ---------------------------------------------------------------------------
+    @property
+    def vector_store(self) -> BasePydanticVectorStore:
+        return self.storage_context.vector_store
 
-    def stats(self) -> dict[str, Any]:
-        """Table 3's figures, the pool by tree and level, LLM calls and tokens, timings of the last build."""
-        return json.loads(json.dumps(self._stats))
+    # ---- updates (BaseIndex) ---------------------------------------------------------------------------
 
-    def as_retriever(
-        self, similarity_top_k: int = 20, tree: str | None = None, kind: str | None = None
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+        """Add one document or several (one update for all: each summary above the change is written once)."""
+        documents = [document] if isinstance(document, Document) else list(document)
+        known = [d.doc_id for d in documents if d.doc_id in self.documents]
+        self._change(add=documents, remove=known)
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert(self._documents_of(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Remove a document: its chunks, their propositions, and the summaries above them are rewritten."""
+        if ref_doc_id not in self.documents:
+            raise KeyError(f"no document {ref_doc_id!r} in this index")
+        self._change(add=[], remove=[ref_doc_id])
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
+        if not doc_ids:
+            raise KeyError(f"{node_id!r} is not a chunk of this index (summaries go with their children)")
+        self._change(add=[], remove=doc_ids)
+
+    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        """Re-index a document whose text changed (same id)."""
+        self._change(add=[document], remove=[document.doc_id] if document.doc_id in self.documents else [])
+
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """Insert new documents and re-index changed ones (by content hash) in one update; returns
+        which documents changed. Documents missing from ``documents`` stay (``delete_ref_doc`` them)."""
+        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
+        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
+        if changed:
+            self._change(add=changed, remove=[d.doc_id for d in changed if d.doc_id in self.documents])
+        return fresh
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
+
+    # ---- querying -----------------------------------------------------------------------------------
+
+    def as_retriever(  # type: ignore[override]
+        self, similarity_top_k: int = 20, tree: str | None = None, kind: str | None = None, **kwargs: Any
     ) -> SiReRAGRetriever:
         """Top-k over the whole pool (§5.4: k = 20), or over one ``tree`` or ``kind`` of node."""
-        return SiReRAGRetriever(index=self.vector_index, similarity_top_k=similarity_top_k, tree=tree, kind=kind)
+        return SiReRAGRetriever(index=self._pool, similarity_top_k=similarity_top_k, tree=tree, kind=kind)
 
-    def as_query_engine(
+    def as_query_engine(  # type: ignore[override]
         self,
-        similarity_top_k: int = 20,
         llm: LLM | None = None,
+        similarity_top_k: int = 20,
         tree: str | None = None,
         kind: str | None = None,
         **kwargs: Any,
     ) -> RetrieverQueryEngine:
         """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4)."""
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
-        return RetrieverQueryEngine.from_args(
-            self.as_retriever(similarity_top_k, tree=tree, kind=kind),
-            llm=llm or self.llm,
-            text_qa_template=template,
-            **kwargs,
-        )
+        retriever: BaseRetriever = self.as_retriever(similarity_top_k, tree=tree, kind=kind)
+        return RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
 
     def children(self, node_id_: str) -> list[TreeNode]:
         """Children of a node (summaries' clusters)."""
         return [self.nodes[c] for c in self.nodes[node_id_].children if c in self.nodes]
 
-    # ---- persistence ------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Table 3's figures, the pool by tree and level, calls and tokens by build stage, the last update, the cache."""
+        propositions = self._all_propositions()
+        entity_counts: Counter[str] = Counter()
+        for prop in propositions:
+            for key in {entity_key(e) for e in prop.entities}:
+                entity_counts[key] += 1
+        per_entity = list(entity_counts.values())
+        return {
+            "documents": len(self.documents),
+            "chunks": sum(1 for n in self.nodes.values() if n.kind == "chunk"),
+            "propositions": sum(1 for p in propositions if p.entities),
+            "propositions_without_entities": sum(1 for p in propositions if not p.entities),
+            "entities": len(entity_counts),
+            "aggregates": sum(1 for n in self.nodes.values() if n.kind == "aggregate"),
+            "propositions_per_entity": {
+                "avg": round(sum(per_entity) / len(per_entity), 2) if per_entity else 0.0,
+                "max": max(per_entity, default=0),
+                "min": min(per_entity, default=0),
+            },
+            "skipped_chunks": len(self.skipped),
+            "failed_summaries": len(self.failures),
+            "pool_size": len(self.nodes),
+            "pool": tree_stats(self.nodes),
+            "llm": self._llm_spent().as_dict(),
+            "structured_output": self.structured.as_dict(),
+            "stages": self._stages.figures,
+            "last_update": self.last_update,
+            "cache": self.llm.cache.describe() if self.llm.cache is not None else None,
+        }
+
+    # ---- persistence --------------------------------------------------------------------------------
 
     def persist(self, persist_dir: str | Path) -> None:
-        """Write the trees, documents, config and stats (JSON) and the pool (Chroma) to ``persist_dir``."""
+        """Write the storage context (docstore, index store, a simple vector store) and the trees,
+        documents and propositions (``sirerag.json``) to ``persist_dir``. A Chroma pool lives in its
+        own folder (the one ``from_documents(persist_dir=…)`` made); another store keeps its nodes
+        itself: pass it again to :meth:`from_persist_dir`."""
         folder = Path(persist_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "nodes.jsonl").open("w") as fh:
-            for node in self.nodes.values():
-                fh.write(json.dumps(asdict(node)) + "\n")
-        with (folder / "documents.jsonl").open("w") as fh:
-            for doc in self.documents:
-                fh.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}) + "\n")
-        (folder / "sirerag.json").write_text(
-            json.dumps({"format": FORMAT_VERSION, "config": self.config.model_dump(), "stats": self._stats}, indent=1)
-        )
-        # The pool also goes to a Chroma folder beside the JSON (a no-op when it already lives there).
-        target = chroma_vector_store(folder / "chroma", "sirerag")
-        present = set(target._collection.get(include=[])["ids"])
-        stale = [i for i in present if i not in self.nodes]
-        if stale:
-            target.delete_nodes(node_ids=stale)
-        missing = [_text_node(n) for n in self.nodes.values() if n.id not in present]
-        for start in range(0, len(missing), 256):
-            target.add(missing[start : start + 256])
+        self.storage_context.persist(persist_dir=str(folder))
+        nodes = [{**asdict(n), "embedding": None} for n in self.nodes.values()]
+        payload = {"nodes": nodes, "documents": self.documents, "propositions": self.propositions,
+                   "skipped": self.skipped, "failures": self.failures, "stages": self._stages.figures,
+                   "structured": self.structured.as_dict(), "last_update": self.last_update, "llm": self._llm_spent().as_dict()}
+        (folder / "sirerag.json").write_text(json.dumps(payload))
+        store = type(self.vector_store).__name__
+        write_manifest(folder, self.config.method_name, FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       vector_store=store, pool_index_id=self._pool.index_id, index_id=self.index_id,
+                       documents=len(self.documents), pool_size=len(self.nodes))
 
     @classmethod
     def from_persist_dir(
@@ -383,33 +495,45 @@ class SiReRAGIndex:
         embed_model: BaseEmbedding,
         vector_store: BasePydanticVectorStore | None = None,
         cache: str | Path | LLMCache | None = None,
+        max_concurrency: int | None = None,
     ) -> SiReRAGIndex:
-        """Reload an index written by :meth:`persist` (``vector_store``: where the pool lives, if not there)."""
+        """Reload an index written by :meth:`persist`; its vector store must hold exactly its pool."""
         folder = Path(persist_dir)
-        meta_file = folder / "sirerag.json"
-        if not meta_file.is_file():
-            raise FileNotFoundError(f"{folder} holds no SiReRAG index (no sirerag.json)")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{folder} was written by an incompatible version (format {meta.get('format')})")
-        nodes = {}
-        for line in (folder / "nodes.jsonl").read_text().splitlines():
-            node = TreeNode(**json.loads(line))
-            nodes[node.id] = node
-        documents = [
-            Document(id_=d["id"], text=d["text"], metadata=d["metadata"])
-            for d in map(json.loads, (folder / "documents.jsonl").read_text().splitlines())
-        ]
-        store = vector_store or chroma_vector_store(folder / "chroma", "sirerag")
-        return cls(
-            nodes=nodes,
-            documents=documents,
-            vector_store=store,
-            llm=cached_llm(llm, cache),
-            embed_model=embed_model,
-            config=SiReRAGConfig(**meta["config"]),
-            stats=meta["stats"],
-        )
+        manifest = read_manifest(folder, ("sirerag", "raptor"), FORMAT_VERSION)
+        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
+            vector_store = chroma_vector_store(folder / "chroma", "sirerag")
+        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
+            raise IndexFolderError(f"{folder}: its pool lives in a {manifest['vector_store']}; pass it as vector_store=")
+        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        index = cls.__new__(cls)
+        index._restore(folder, manifest, llm=llm, embed_model=embed_model, storage=storage,
+                       cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
+        return index
+
+    def _restore(self, folder: Path, manifest: dict[str, Any], *, llm: LLM, embed_model: BaseEmbedding,
+                 storage: StorageContext, cache: str | Path | LLMCache | None, max_concurrency: int | None) -> None:
+        payload = json.loads((folder / "sirerag.json").read_text())
+        struct = SiReRAGStruct(index_id=manifest["index_id"])
+        SiReRAGIndex.__init__(self, llm=llm, embed_model=embed_model, config=SiReRAGConfig(**manifest["config"]),
+                              storage_context=storage, index_struct=struct, cache=cache, max_concurrency=max_concurrency)
+        self._pool = load_index_from_storage(storage, index_id=manifest["pool_index_id"], embed_model=embed_model)
+        self.nodes = {n["id"]: TreeNode(**n) for n in payload["nodes"]}
+        self.documents, self.propositions = payload["documents"], payload["propositions"]
+        self.skipped, self.failures[:] = payload["skipped"], payload["failures"]
+        self._stages.figures, self.last_update = payload["stages"], payload["last_update"]
+        for name, count in payload["structured"].items():
+            setattr(self.structured, name, count)
+        self._llm_before = Usage(**payload["llm"]) - self.llm.usage
+        present = stored_ids(self.vector_store)
+        if present != set(self.nodes):
+            raise StoreError(
+                f"{folder}: the vector store holds {len(present - set(self.nodes))} nodes the pool lacks and lacks "
+                f"{len(set(self.nodes) - present)} of its {len(self.nodes)}; rebuild it (--overwrite)"
+            )
+        vectors = stored_embeddings(self.vector_store, list(self.nodes))
+        for nid, node in self.nodes.items():
+            node.embedding = vectors.get(nid)
+        self._written = {n.id: _links(n) for n in self.nodes.values()}
 
     def __repr__(self) -> str:
         return f"SiReRAGIndex({len(self.documents)} documents, pool of {len(self.nodes)} nodes)"

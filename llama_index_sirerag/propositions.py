@@ -12,15 +12,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 
 from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field, create_model
-from tqdm.auto import tqdm
 
 from llama_index_sirerag import prompts
+from multihop_rag.concurrency import map_bounded
 from multihop_rag.structured import StructuredStats, generate_json
 
 __all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
@@ -81,11 +80,14 @@ def extract_propositions(
     max_facts: int = 30,
     max_entities: int = 10,
     coreference_rewrite: bool = False,
-    workers: int = 4,
+    max_concurrency: int = 1,
     stats: StructuredStats | None = None,
     show_progress: bool = True,
+    first_position: int = 0,
 ) -> tuple[list[Proposition], list[str]]:
-    """Propositions of ``chunks`` (``(chunk_id, document_id, text)``) in corpus order, and skipped chunk ids.
+    """Propositions of ``chunks`` (``(chunk_id, document_id, text)``) in corpus order, and skipped chunk ids;
+    ``max_concurrency`` calls in flight. ``first_position``: the corpus position of the first chunk
+    (chunks added later come after the others).
 
     A chunk whose answer never parses as JSON is skipped (warned, counted in ``stats``).
     """
@@ -103,12 +105,10 @@ def extract_propositions(
             llm, prompts.PROPOSITIONS.format(paragraph=text), schema, stats=stats, what=f"propositions of chunk {chunk_id}"
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        answers = list(
-            tqdm(pool.map(one, enumerate(chunks)), total=len(chunks), desc="propositions", disable=not show_progress)
-        )
+    answers = map_bounded(one, list(enumerate(chunks)), max_concurrency=max_concurrency, desc="propositions",
+                          show_progress=show_progress)
     propositions, skipped = [], []
-    for index, ((chunk_id, _, _), answer) in enumerate(zip(chunks, answers, strict=True)):
+    for index, ((chunk_id, _, _), answer) in enumerate(zip(chunks, answers, strict=True), start=first_position):
         if answer is None:
             skipped.append(chunk_id)
             continue

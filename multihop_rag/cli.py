@@ -1,8 +1,10 @@
 """``multihop-rag index | ask | eval | demo``.
 
-Exit codes: 0 done, 2 bad input (missing or unreadable corpus, unknown dataset, model server down
-or without the model, empty store) with a one-line reason on stderr, 1 anything unexpected,
-130 interrupted.
+Methods are found through the entry-point group ``multihop_rag.methods`` (:mod:`multihop_rag.registry`):
+this module imports no method package. Exit codes: 0 done, 2 bad input (a missing or unreadable
+corpus, an unknown method, dataset or setting, a model server that is down or lacks the model, a
+Chroma server that does not answer, a store built with another method or models) with a one-line
+reason on stderr, 1 anything unexpected, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,14 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-from multihop_rag.backends import BackendError, Spec
-
-METHODS = ("naive",)
-"""Methods `index` and `ask` serve."""
-EVAL_METHODS = ("naive", "raptor", "sirerag", "resp", "hirag", "garlic", "k2rag")
-"""Methods `eval` runs (multihop_rag.runners.RUNNERS; not imported here to keep --help fast)."""
-MANIFEST = "multihop_rag.json"
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -37,125 +32,167 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _models(llm_spec: str | None, embed_spec: str | None):
-    """Resolve and load the LLM and embedding model, saying what is used and how long it took."""
-    from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_embed_spec, resolve_llm_spec
+def _models(args: argparse.Namespace, cache: Path | None = None) -> Any:
+    """The models of a run, counted; with ``cache`` their calls are kept there (the store's own cache)."""
+    from multihop_rag import backends
+    from multihop_rag.cache import CachedLLM, LLMCache, UsageCallback
+    from multihop_rag.concurrency import default_concurrency
+    from multihop_rag.methods import Models
 
-    llm_s, embed_s = resolve_llm_spec(llm_spec), resolve_embed_spec(embed_spec)
+    llm_s, embed_s = backends.resolve_llm_spec(args.llm), backends.resolve_embed_spec(args.embed)
     started = time.perf_counter()
     _say(f"loading models: llm={llm_s} embed={embed_s} …")
-    llm, embed = llama_index_llm(str(llm_s)), llama_index_embedding(str(embed_s))
-    _say(f"models ready in {time.perf_counter() - started:.1f} s")
-    return llm, embed, llm_s, embed_s
+    store = LLMCache(cache) if cache is not None else None
+    llm = CachedLLM(inner=backends.llama_index_llm(str(llm_s)), cache=store)
+    chat = backends.chat_model(str(llm_s), cache=store)
+    models = Models(
+        llm=llm,
+        embed=backends.llama_index_embedding(str(embed_s)),
+        chat=chat,
+        lc_embed=backends.langchain_embeddings(str(embed_s)),
+        llm_spec=str(llm_s),
+        embed_spec=str(embed_s),
+        chat_cache=getattr(chat, "cache", None) if store is not None else None,
+        max_concurrency=args.max_concurrency or default_concurrency(llm),
+    )
+    chat.callbacks = [UsageCallback(models.chat_usage)]
+    _say(f"models ready in {time.perf_counter() - started:.1f} s ({models.max_concurrency} LLM calls in flight at most)")
+    return models
 
 
-def _manifest(store: str) -> dict:
-    path = Path(store) / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else {}
+def _method(name: str, assignments: list[str]) -> tuple[Any, Any]:
+    from multihop_rag import registry
+
+    method = registry.get(name)
+    return method, registry.settings_for(method, assignments)
+
+
+def _store_folder(store: str) -> Path:
+    from multihop_rag.stores import is_server
+
+    if is_server(store):
+        raise UsageError(f"--store takes a folder for the index's files; {store} is a URL")
+    return Path(store).expanduser()
 
 
 def _index(args: argparse.Namespace) -> int:
     from multihop_rag.corpus import LoadReport, load_documents
-    from multihop_rag.naive import NaiveRAG
+    from multihop_rag.persistence import MANIFEST, read_manifest, write_manifest
 
     report = LoadReport()
     passages = load_documents(args.corpus, report)
     _say(f"read {len(passages)} documents from {args.corpus} ({len(report.skipped)} skipped)")
-    llm, embed, llm_s, embed_s = _models(args.llm, args.embed)
-    started = time.perf_counter()
-    rag = NaiveRAG.build(passages, llm=llm, embed_model=embed, store=args.store)
-    if not str(args.store).startswith("http"):
-        (Path(args.store) / MANIFEST).write_text(
-            json.dumps({"method": args.method, "embed": str(embed_s), "documents": len(rag)}, indent=2)
-        )
-    print(f"indexed {len(rag)} documents into {args.store} in {time.perf_counter() - started:.1f} s")
+    folder = _store_folder(args.store)
+    existing = read_manifest(folder) if (folder / MANIFEST).is_file() else None
+    method_name = args.method or (existing or {}).get("cli_method") or "naive"
+    method, config = _method(method_name, args.set)
+    updating = existing is not None and existing.get("status") == "done" and not args.overwrite
+    if updating:
+        _check_same(existing, method_name, args)
+    models = _models(args, cache=folder / "llm_calls.sqlite")
+    started, before = time.perf_counter(), models.usage()
+    if updating:
+        index = method.load(folder, models, config)
+        change = index.update(passages)
+        spent = models.usage() - before
+        print(f"updated {folder}: {len(change.added)} added, {len(change.changed)} changed, {len(change.removed)} removed; "
+              f"{spent.calls} LLM calls ({spent.cache_hits} from the cache) in {time.perf_counter() - started:.1f} s")
+        return 0
+    index = method.build(passages, models, folder, config, overwrite=args.overwrite)
+    written = read_manifest(folder)
+    write_manifest(folder, written["method"], written["format"], cli_method=method_name,
+                   llm=models.llm_spec, embed=models.embed_spec, settings=config.model_dump(mode="json"))
+    spent = models.usage() - before
+    print(f"indexed {len(passages)} documents with {method_name} into {folder} in {time.perf_counter() - started:.1f} s "
+          f"({spent.calls} LLM calls, {spent.cache_hits} from the cache; pool of {index.stats().get('pool_size')})")
     return 0
+
+
+def _check_same(manifest: dict[str, Any], method: str, args: argparse.Namespace) -> None:
+    """An index is used with the method and models it was built with (a flag saying otherwise is refused)."""
+    built = manifest.get("cli_method")
+    if built and method != built:
+        raise UsageError(f"the store was built with --method {built}, not {method}: use {built}, or --overwrite")
+    for flag, key in (("llm", "llm"), ("embed", "embed")):
+        given, recorded = getattr(args, flag), manifest.get(key)
+        if given and recorded and given != recorded:
+            raise UsageError(f"the store was built with --{flag} {recorded}, not {given}: omit --{flag}, or rebuild (--overwrite)")
+
+
+def _print_event(event: dict[str, Any]) -> None:
+    step = event.get("step", "")
+    details = "  ".join(f"{k}={_short(v)}" for k, v in event.items() if k != "step" and v not in (None, "", []))
+    print(f"  [{step}] {details}", flush=True)
+
+
+def _short(value: Any, width: int = 140) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from multihop_rag.naive import NaiveRAG
+    from multihop_rag.persistence import read_manifest
 
-    manifest = _manifest(args.store)
-    if args.embed and manifest.get("embed") and args.embed != manifest["embed"]:
-        raise UsageError(f"{args.store} was indexed with --embed {manifest['embed']}, not {args.embed}")
-    llm, embed, _, _ = _models(args.llm, args.embed or manifest.get("embed"))
-    rag = NaiveRAG.load(llm=llm, embed_model=embed, store=args.store, similarity_top_k=args.top_k)
-    _print_answer(rag.answer(args.question))
+    folder = _store_folder(args.store)
+    manifest = read_manifest(folder)
+    built = manifest.get("cli_method") or manifest["method"]
+    method_name = args.method or built
+    over_retriever = method_name == "resp" and built != "resp"
+    if not over_retriever:
+        _check_same(manifest, method_name, args)
+    args.llm = args.llm or manifest.get("llm")
+    args.embed = args.embed or manifest.get("embed")
+    models = _models(args, cache=None)
+    store_method, store_config = _method(built, [])
+    store_config = store_config.model_validate({**store_config.model_dump(), **manifest.get("settings", {})})
+    index = store_method.load(folder, models, store_config)
+    if over_retriever:
+        if not hasattr(index, "as_langchain_retriever"):
+            raise UsageError(f"a {built} index offers no retriever for ReSP: ask it with --method {built}")
+        resp, config = _method("resp", args.set)
+        index = resp.over(index.as_langchain_retriever(config.top_k), models, config)
+    trace = _print_event if args.trace and not args.json else None
+    answer = index.answer(args.question, trace=trace)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({"method": method_name, **asdict(answer)}, default=str))
+        return 0
+    print(f"\nQ: {answer.question}\nA: {answer.text}   ({answer.seconds:.1f} s, {method_name})")
+    for e in answer.evidence[: args.top_k]:
+        print(f"   [{e.score:.2f}] {e.kind} {e.title}: {_short(e.text, 110)}")
     return 0
 
 
-def _print_answer(answer) -> None:
-    print(f"\nQ: {answer.question}\nA: {answer.text}   ({answer.seconds:.1f} s)")
-    for e in answer.evidence:
-        print(f"   [{e.score:.2f}] {e.title}: {e.text[:110]}{'…' if len(e.text) > 110 else ''}")
-
-
-def garlic_attention_spec(option: str, llm_spec: Spec) -> str | None:
-    """GARLIC's attention model for ``--attention-model option``: ``auto`` is the LLM's own GGUF
-    (llama.cpp) or none (Ollama). Part of an eval folder's setting whichever methods a run names,
-    so adding or re-running methods in the folder is never mistaken for another setting."""
-    if option == "none":
-        return None
-    if option == "auto":
-        return llm_spec.name if llm_spec.kind == "llamacpp" else None
-    return option
-
-
-def _eval_models(args: argparse.Namespace, out: Path, methods: list[str]):
-    """Models for an evaluation: one LLM-call cache in ``out`` for both frameworks, usage counted."""
-    from multihop_rag import backends
-    from multihop_rag.cache import CachedLLM, LLMCache, UsageCallback
-    from multihop_rag.runners import Models
-
-    llm_s, embed_s = backends.resolve_llm_spec(args.llm), backends.resolve_embed_spec(args.embed)
-    attention = garlic_attention_spec(args.attention_model, llm_s)
-    load_attention = attention is not None and "garlic" in methods
-    started = time.perf_counter()
-    _say(f"loading models: llm={llm_s} embed={embed_s}" + (f" attention={attention}" if load_attention else "") + " …")
-    out.mkdir(parents=True, exist_ok=True)
-    cache = LLMCache(out / "llm_calls.sqlite")
-    models = Models(
-        llm=CachedLLM(inner=backends.llama_index_llm(str(llm_s)), cache=cache),
-        embed=backends.llama_index_embedding(str(embed_s)),
-        chat=backends.chat_model(str(llm_s), cache=cache),
-        lc_embed=backends.langchain_embeddings(str(embed_s)),
-    )
-    models.chat.callbacks = [UsageCallback(models.chat_usage)]
-    if load_attention:
-        from llama_index_garlic.attention import load_attention_model
-
-        models.attention = load_attention_model(attention)
-    _say(f"models ready in {time.perf_counter() - started:.1f} s")
-    return models, llm_s, embed_s, attention
-
-
 def _eval(args: argparse.Namespace) -> int:
-    from multihop_rag.corpus import load_dataset, load_pooled
-    from multihop_rag.evaluate import evaluate
-    from multihop_rag.runners import RUNNERS, make_runner
+    from multihop_rag.corpus import CorpusError, LoadReport, load_dataset, load_documents, load_pooled, load_questions
+    from multihop_rag.evaluate import Entry, evaluate
 
-    methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
-    unknown = [m for m in methods if m not in RUNNERS]
-    if unknown or not methods:
-        raise UsageError(f"unknown method(s): {', '.join(unknown) or '(none given)'} (available: {', '.join(RUNNERS)})")
-    if args.split == "dev":
+    names = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
+    if not names:
+        raise UsageError("--methods names no method")
+    entries = [Entry(*_method(name, args.set)) for name in names]
+    if args.questions:
+        if not args.corpus:
+            raise UsageError("--questions needs --corpus (the documents to retrieve from)")
+        passages = load_documents(args.corpus, LoadReport())
+        questions = load_questions(args.questions)
+        dataset, corpus = Path(args.questions).name, f"{args.corpus} ({len(passages)} documents)"
+    elif args.split == "dev":
         passages, questions = load_pooled(args.dataset, args.pool, args.data_dir)
-        corpus = f"candidates of the first {args.pool} dev questions, pooled"
+        dataset, corpus = args.dataset, f"candidates of the first {args.pool} dev questions, pooled"
     else:
         passages, questions = load_dataset(args.dataset, args.split, args.data_dir)
-        corpus = "smoke corpus"
+        dataset, corpus = args.dataset, "smoke corpus"
     if not passages:
-        raise UsageError(
-            f"{args.dataset} has no corpus here: every method retrieves from a corpus, so none can run on it"
-        )
+        raise CorpusError(f"{dataset} has no corpus here: every method retrieves from a corpus, so none can run on it")
     questions = questions[: args.limit] if args.limit else questions
     out = Path(args.out)
-    models, llm_s, embed_s, attention = _eval_models(args, out, methods)
-    setting = {"dataset": args.dataset, "split": args.split, "corpus": corpus, "passages": len(passages),
-               "llm": str(llm_s), "embed": str(embed_s), "garlic_attention": str(attention) if attention else None,
-               "garlic_n_s": args.garlic_n_s}
-    runners = [make_runner(m, garlic_n_s=args.garlic_n_s) for m in methods]
-    evaluate(runners, passages, questions, models, out, setting)
+    out.mkdir(parents=True, exist_ok=True)
+    models = _models(args, cache=out / "llm_calls.sqlite")
+    setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
+               "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
+    evaluate(entries, passages, questions, models, out, setting)
     print((out / "report.md").read_text())
     print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
@@ -163,24 +200,37 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from multihop_rag.corpus import load_demo
-    from multihop_rag.metrics import exact_match
-    from multihop_rag.naive import NaiveRAG
+    from multihop_rag.metrics import accuracy
 
     passages, questions = load_demo()
-    store = args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-")
-    _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; store: {store}")
-    llm, embed, llm_s, embed_s = _models(args.llm, args.embed)
-    started = time.perf_counter()
-    rag = NaiveRAG.build(passages, llm=llm, embed_model=embed, store=store, similarity_top_k=args.top_k)
-    _say(f"indexed {len(rag)} passages in {time.perf_counter() - started:.1f} s (method: naive dense retrieval)")
-    correct = 0
-    for q in questions:
-        answer = rag.answer(q.question)
-        _print_answer(answer)
-        hit = exact_match(answer.text, q.answers) or any(a.lower() in answer.text.lower() for a in q.answers)
-        correct += bool(hit)
-        print(f"   gold: {q.answers[0]}  {'✓' if hit else '✗'}")
-    print(f"\n{correct}/{len(questions)} answered correctly with llm={llm_s}, embed={embed_s}")
+    names = ["naive", "resp", "hirag"] if args.methods == "default" else [m.strip() for m in args.methods.split(",") if m.strip()]
+    if "all" in names:
+        from multihop_rag import registry
+
+        names = list(registry.available())
+    root = Path(args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-"))
+    _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; methods: {', '.join(names)}; store: {root}")
+    models = _models(args, cache=root / "llm_calls.sqlite")
+    table = []
+    for name in names:
+        method, config = _method(name, args.set)
+        started = time.perf_counter()
+        index = method.build(passages, models, root / name, config, overwrite=True)
+        _say(f"{name}: built in {time.perf_counter() - started:.1f} s")
+        for q in questions:
+            before = models.usage()
+            print(f"\n[{name}] Q: {q.question}")
+            answer = index.answer(q.question, trace=_print_event if not args.quiet else None)
+            spent = models.usage() - before
+            ok = accuracy(answer.text, q.answers) == 1.0
+            print(f"[{name}] A: {answer.text}   gold: {q.answers[0]} {'✓' if ok else '✗'}  ({answer.seconds:.1f} s, {spent.calls + spent.cache_hits} LLM calls)")
+            table.append((name, q.id, ok, answer.seconds, spent.calls + spent.cache_hits))
+    print("\n| method | correct | s / question | LLM calls / question |\n|---|---|---|---|")
+    for name in names:
+        rows = [r for r in table if r[0] == name]
+        print(f"| {name} | {sum(r[2] for r in rows)}/{len(rows)} | {sum(r[3] for r in rows) / len(rows):.1f} | "
+              f"{sum(r[4] for r in rows) / len(rows):.1f} |")
+    print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
     return 0
 
 
@@ -194,57 +244,67 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details and warnings")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def models(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--llm", help="LLM spec, e.g. ollama:qwen2.5:7b-instruct or llamacpp:default")
         p.add_argument("--embed", help="embedding spec, e.g. st:default or ollama:nomic-embed-text")
+        p.add_argument("--max-concurrency", type=int, help="LLM calls in flight at most (default: the server's "
+                       "parallel slots where it reports them, 4 for Ollama, 1 for the in-process model)")
+        p.add_argument("--set", action="append", default=[], metavar="METHOD.FIELD=VALUE",
+                       help="a method setting, e.g. --set garlic.n_s=2048 (repeatable)")
 
-    p = sub.add_parser("index", help="index a folder of .txt/.md files or a .jsonl corpus")
+    p = sub.add_parser("index", help="index a folder of .txt/.md files or a .jsonl corpus (again: update it)")
     p.add_argument("corpus", help="folder of .txt/.md files, or a JSONL file of {id, title, text}")
-    p.add_argument("--store", required=True, help="folder for the index (created), or a Chroma server URL")
-    p.add_argument("--method", choices=METHODS, default="naive", help="indexing method (default: naive)")
-    models(p)
+    p.add_argument("--store", required=True, help="folder for the index (created); an existing index there is updated")
+    p.add_argument("--method", help="naive, raptor, sirerag, k2rag, garlic, hirag or a registered one (default: naive, "
+                   "or the store's)")
+    p.add_argument("--overwrite", action="store_true", help="replace the store's index instead of updating it")
+    common(p)
     p.set_defaults(run=_index)
 
     p = sub.add_parser("ask", help="answer a question from an index built with 'index'")
     p.add_argument("question", help="the question")
-    p.add_argument("--store", required=True, help="the index folder (or Chroma server URL) given to 'index'")
-    p.add_argument("--method", choices=METHODS, default="naive", help="method the index was built with")
-    p.add_argument("--top-k", type=int, default=5, help="passages retrieved (default: 5)")
-    models(p)
+    p.add_argument("--store", required=True, help="the index folder given to 'index'")
+    p.add_argument("--method", help="the store's method (default), or resp: ReSP over the store's retriever")
+    p.add_argument("--top-k", type=int, default=5, help="evidence shown (default: 5)")
+    p.add_argument("--trace", action="store_true", help="print each reasoning step as it happens")
+    p.add_argument("--json", action="store_true", help="print one JSON result")
+    common(p)
     p.set_defaults(run=_ask)
 
-    p = sub.add_parser("eval", help="score methods on a multi-hop QA dataset")
-    p.add_argument("--dataset", required=True, help="musique, hotpotqa, 2wikimultihopqa, bamboogle or multihoprag")
+    p = sub.add_parser("eval", help="score methods on a multi-hop QA dataset, or on your own questions")
+    p.add_argument("--dataset", default="hotpotqa", help="musique, hotpotqa, 2wikimultihopqa, bamboogle or multihoprag")
     p.add_argument("--split", default="smoke", choices=("smoke", "dev"), help="data split (default: smoke)")
-    p.add_argument("--methods", default="naive", help=f"comma-separated methods (available: {', '.join(EVAL_METHODS)})")
+    p.add_argument("--questions", help="your own questions: a JSONL of {question, answers[, supporting_titles]}")
+    p.add_argument("--corpus", help="with --questions: the documents (a folder of .txt/.md or a .jsonl)")
+    p.add_argument("--methods", default="naive", help="comma-separated methods")
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--pool", type=int, default=30, help="dev split: the corpus pools the candidates of this many questions (default: 30)")
     p.add_argument("--out", default="out/eval", help="output folder: indexes, results.jsonl, report.md, report.png (default: out/eval)")
     p.add_argument("--data-dir", help="dataset folder (default: $MULTIHOP_RAG_DATA or shared/data)")
-    p.add_argument("--attention-model", default="auto", help="GARLIC's attention model: auto (the llamacpp GGUF "
-                   "through transformers; none for Ollama), none (embedding fallback), or a GGUF file / HF model dir")
-    p.add_argument("--garlic-n-s", type=int, help="GARLIC's summary batch length in tokens (default: the paper's 8K, "
-                   "capped by the LLM's context; about 2048 suits 0.5B-1.5B models)")
-    models(p)
+    common(p)
     p.set_defaults(run=_eval)
 
-    p = sub.add_parser("demo", help="index a bundled 15-passage corpus and answer three two-hop questions")
-    p.add_argument("--store", help="index folder (default: a new temporary folder)")
-    p.add_argument("--top-k", type=int, default=4, help="passages retrieved (default: 4)")
-    models(p)
+    p = sub.add_parser("demo", help="answer the bundled two-hop questions with naive, ReSP and HiRAG side by side")
+    p.add_argument("--methods", default="default", help="comma-separated methods, or all (default: naive,resp,hirag)")
+    p.add_argument("--store", help="folder for the demo's indexes (default: a new temporary folder)")
+    p.add_argument("--quiet", action="store_true", help="no reasoning trace")
+    common(p)
     p.set_defaults(run=_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from multihop_rag.backends import BackendError
+    from multihop_rag.calls import ContextOverflowError
     from multihop_rag.corpus import CorpusError
+    from multihop_rag.registry import MethodError
     from multihop_rag.stores import StoreError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.run(args)
-    except (CorpusError, BackendError, StoreError, UsageError) as exc:
+        return int(args.run(args))
+    except (CorpusError, BackendError, StoreError, UsageError, MethodError, ContextOverflowError) as exc:
         _say(f"multihop-rag {args.command}: {exc}")
         return 2
     except KeyboardInterrupt:

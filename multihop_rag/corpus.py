@@ -27,6 +27,7 @@ __all__ = [
     "load_documents",
     "load_dataset",
     "load_pooled",
+    "load_questions",
     "load_demo",
     "data_dir",
 ]
@@ -233,6 +234,32 @@ def load_pooled(
     questions = questions[:n_questions]
     wanted = {c for q in questions for c in q.candidates}
     return [p for p in passages if p.id in wanted], questions
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """A user's questions: a JSONL of ``{question, answers[, id, supporting_titles, type]}``.
+
+    Every line must be such a record: a bad line raises :class:`CorpusError` naming it (scoring
+    on a silently shorter question set would mislead).
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise CorpusError(f"{file} does not exist")
+    report = LoadReport()
+    records = _read_jsonl(file, report)
+    if report.skipped:
+        where, why = report.skipped[0]
+        raise CorpusError(f"{where}: {why}")
+    questions = []
+    for number, record in enumerate(records, 1):
+        answers = record.get("answers", record.get("answer"))
+        answers = [answers] if isinstance(answers, str) else answers
+        if not str(record.get("question") or "").strip() or not answers or not all(isinstance(a, str) for a in answers):
+            raise CorpusError(f"{file}: record {number} needs a 'question' and 'answers' (a list of strings)")
+        questions.append(Question.from_record({"id": f"q{number}", "dataset": file.stem, **record, "answers": answers}))
+    if not questions:
+        raise CorpusError(f"{file} holds no questions")
+    return questions
 
 
 def load_demo() -> tuple[list[Passage], list[Question]]:

@@ -1,13 +1,22 @@
-"""Run methods over a dataset's questions and score them: ``multihop-rag eval`` in Python.
+"""Run methods over a dataset's questions and record everything the report scores: ``multihop-rag
+eval`` in Python.
 
 Layout of the output folder:
 
-- ``eval.json``: dataset, split, corpus, models; a folder serves one such setting.
-- ``indexes/<method>/``: each method's persisted index, built once and reloaded afterwards.
-- ``builds.json``: per method, build wall time, LLM calls and tokens, the index's statistics.
-- ``results.jsonl``: one scored answer per line (method, answer, gold, EM, F1, precision, recall,
-  answer recall of the evidence, LLM calls, tokens, seconds). A re-run skips the (method,
-  question) pairs already there, so an interrupted evaluation resumes.
+- ``eval.json``: dataset, split, corpus, models, and per method its code version (a hash of its
+  source) and every setting; a folder serves one dataset/model setting.
+- ``indexes/<method>/``: each method's persisted index, built once and reloaded afterwards (rebuilt
+  when the method's code or settings changed).
+- ``llm_calls.sqlite``: the LLM-call cache of the folder's builds and answers (an interrupted build
+  resumes from it).
+- ``builds.json``: per method, the build's wall time by stage, time with a call in flight, LLM calls,
+  tokens, peak RSS and the index's statistics.
+- ``results.jsonl``: one line per (method, question): the answer, the gold answers, the ranked
+  evidence (ids, titles, texts, the passages each holds), the outcome (stop reason, limits, copies)
+  and the cost (LLM calls, cache hits, tokens, seconds, peak RSS). Scores are computed by the report
+  from these lines, so a new metric needs no re-run. A re-run skips the lines already there for the
+  same code version and settings; lines of an older version are set aside (``results.stale.jsonl``)
+  and their questions answered again.
 - ``report.md`` / ``report.png``: see :mod:`multihop_rag.report`.
 """
 
@@ -15,26 +24,28 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from multihop_rag.cache import Usage
 from multihop_rag.corpus import Passage, Question
-from multihop_rag.metrics import answer_recall_at_k, exact_match, precision_recall_f1
-from multihop_rag.naive import Answer
+from multihop_rag.methods import Answer, Method, MethodIndex, Models, source_hash
+from multihop_rag.persistence import IndexFolderError
 from multihop_rag.stores import StoreError
+from multihop_rag.usage import Usage, peak_rss_mb
 
 logger = logging.getLogger(__name__)
 
 MAX_FAILURES_IN_A_ROW = 3
 """A method that fails this many questions in a row stops the run: the fault is not one question's."""
 
-__all__ = ["Result", "EvalSettingError", "score", "run", "summarize", "build", "evaluate"]
+__all__ = ["Result", "EvalSettingError", "Entry", "run", "build", "evaluate", "read_results"]
 
 
 class EvalSettingError(StoreError):
@@ -42,197 +53,228 @@ class EvalSettingError(StoreError):
 
 
 @dataclass
+class Entry:
+    """A method and the settings it runs with in one evaluation."""
+
+    method: Method
+    config: BaseModel
+
+    @property
+    def name(self) -> str:
+        return self.method.name
+
+    def version(self) -> dict[str, Any]:
+        """What makes this method's answers: its code and its settings."""
+        return {"code": source_hash(self.method.source_packages), "config": self.config.model_dump(mode="json")}
+
+
+@dataclass
 class Result:
-    """One scored answer."""
+    """One answered question, with what the report needs to score it."""
 
     method: str
     id: str
     question: str
+    type: str | None
     answer: str
     gold: list[str]
-    em: float
-    f1: float
-    precision: float
-    recall: float
-    answer_recall: float
-    """1 if any piece of evidence the method used contains a gold answer."""
-    supporting_recall: float
-    """Share of the gold supporting passages among the evidence, by passage id or title (a summary
-    node matches neither)."""
+    supporting: list[str]
+    supporting_titles: list[str]
+    evidence: list[dict[str, Any]]
+    """Ranked: ``{"id", "title", "text", "passage_ids", "kind", "score"}``."""
+    info: dict[str, Any]
     seconds: float
-    evidence_ids: list[str]
     llm_calls: int = 0
+    cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cache_hits: int = 0
-    """LLM calls answered from the cache (a question re-run after an interruption)."""
+    busy_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    code: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
 
 
-def _supporting_recall(answer: Answer, question: Question) -> float:
-    """Share of ``question``'s supporting passages whose id or title is among the evidence's; titles
-    count because some methods retrieve chunks of titled documents rather than passages."""
-    if not question.supporting:
-        return 0.0
-    ids, titles = {e.id for e in answer.evidence}, {e.title for e in answer.evidence if e.title}
-    names = question.supporting_titles if len(question.supporting_titles) == len(question.supporting) else [""] * len(question.supporting)
-    return sum(pid in ids or title in titles for pid, title in zip(question.supporting, names, strict=True)) / len(question.supporting)
-
-
-def score(method: str, question: Question, answer: Answer, spent: Usage | None = None) -> Result:
-    """Score ``answer`` against ``question``'s gold answers and supporting passages (all evidence counts)."""
-    precision, recall, f1 = precision_recall_f1(answer.text, question.answers)
-    ids = [e.id for e in answer.evidence]
-    spent = spent or Usage()
+def _row(method: str, question: Question, answer: Answer, spent: Usage, version: dict[str, Any]) -> Result:
     return Result(
         method=method,
         id=question.id,
         question=question.question,
+        type=question.type,
         answer=answer.text,
-        gold=question.answers,
-        em=exact_match(answer.text, question.answers),
-        f1=f1,
-        precision=precision,
-        recall=recall,
-        answer_recall=answer_recall_at_k([e.text for e in answer.evidence], question.answers, len(ids)),
-        supporting_recall=_supporting_recall(answer, question),
+        gold=list(question.answers),
+        supporting=list(question.supporting),
+        supporting_titles=list(question.supporting_titles),
+        evidence=[asdict(e) for e in answer.evidence],
+        info=answer.info,
         seconds=answer.seconds,
-        evidence_ids=ids,
         llm_calls=int(spent.calls),
+        cache_hits=int(spent.cache_hits),
         prompt_tokens=int(spent.prompt_tokens),
         completion_tokens=int(spent.completion_tokens),
-        cache_hits=int(spent.cache_hits),
+        busy_seconds=round(spent.busy_seconds, 2),
+        peak_rss_mb=round(peak_rss_mb(), 1),
+        code=version["code"],
+        config=version["config"],
     )
 
 
-def _read_results(path: Path) -> list[Result]:
+def read_results(out: Path) -> list[Result]:
+    path = out / "results.jsonl"
     if not path.exists():
         return []
     return [Result(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _set_aside_stale(out: Path, versions: dict[str, dict[str, Any]]) -> None:
+    """Move lines of a method whose code or settings changed to ``results.stale.jsonl``."""
+    rows = read_results(out)
+    current = [r for r in rows if r.method not in versions or {"code": r.code, "config": r.config} == versions[r.method]]
+    stale = [r for r in rows if r not in current]
+    if not stale:
+        return
+    logger.warning("set aside %d result lines of changed methods (%s)", len(stale), sorted({r.method for r in stale}))
+    with (out / "results.stale.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(asdict(r)) + "\n" for r in stale)
+    (out / "results.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in current))
+
+
 def run(
-    method: str,
-    answer_fn: Callable[[str], Answer],
+    entry: Entry,
+    index: MethodIndex,
     questions: Sequence[Question],
     out: Path,
+    models: Models,
     *,
-    usage: Callable[[], Usage] | None = None,
     show_progress: bool = True,
 ) -> list[Result]:
-    """Answer and score every question not yet in ``out/results.jsonl``; returns all of ``method``'s
-    results. ``usage`` returns the LLM usage so far; its change over a question is recorded. A question
-    whose answering raises is logged to ``out/errors.jsonl`` and skipped (left for a re-run), unless
-    ``MAX_FAILURES_IN_A_ROW`` questions fail in a row: then the error is raised."""
+    """Answer every question not yet in ``out/results.jsonl`` for this method version; returns all of
+    the method's results. A question whose answering raises is logged to ``out/errors.jsonl`` and
+    skipped (left for a re-run), unless ``MAX_FAILURES_IN_A_ROW`` fail in a row: then it is raised."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.jsonl"
-    done = {r.id: r for r in _read_results(path) if r.method == method}
+    path, version = out / "results.jsonl", entry.version()
+    done = {r.id: r for r in read_results(out) if r.method == entry.name}
     todo = [q for q in questions if q.id not in done]
     in_a_row = 0
     with path.open("a") as fh, (out / "errors.jsonl").open("a") as errors:
-        for question in tqdm(todo, desc=f"answering ({method})", disable=not show_progress):
-            before = usage() if usage else None
+        for question in tqdm(todo, desc=f"answering ({entry.name})", disable=not show_progress):
+            before = models.usage()
             try:
-                answer = answer_fn(question.question)
+                answer = index.answer(question.question)
             except Exception as exc:
                 in_a_row += 1
                 if in_a_row >= MAX_FAILURES_IN_A_ROW:
                     raise
-                logger.warning("%s failed on %s (%s: %s); skipped, a re-run retries it", method, question.id,
+                logger.warning("%s failed on %s (%s: %s); skipped, a re-run retries it", entry.name, question.id,
                                type(exc).__name__, exc)
-                errors.write(json.dumps({"method": method, "id": question.id, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+                errors.write(json.dumps({"method": entry.name, "id": question.id, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
                 errors.flush()
                 continue
             in_a_row = 0
-            spent = usage() - before if usage and before else None
-            result = score(method, question, answer, spent)
+            result = _row(entry.name, question, answer, models.usage() - before, version)
             fh.write(json.dumps(asdict(result)) + "\n")
             fh.flush()
             done[question.id] = result
     return [done[q.id] for q in questions if q.id in done]
 
 
-def summarize(results: Sequence[Result]) -> dict[str, float]:
-    """Means of the per-question scores and costs."""
-    if not results:
-        return {}
-    keys = ("em", "f1", "precision", "recall", "answer_recall", "supporting_recall", "seconds", "llm_calls",
-            "prompt_tokens", "completion_tokens")
-    return {k: sum(getattr(r, k) for r in results) / len(results) for k in keys} | {"n": len(results)}
-
-
-def build(runner: Any, passages: Sequence[Passage], models: Any, out: Path, *, load: bool = True) -> dict[str, Any]:
-    """Build (or reload) ``runner``'s index in ``out/indexes/<method>``; the first finished build's
-    time, LLM calls and tokens are kept in ``out/builds.json`` (``resumed``: it continued a killed one).
-    ``load=False`` skips reloading a finished build (its method has nothing left to answer)."""
-    path = out / "builds.json"
+def build(
+    entry: Entry, passages: Sequence[Passage], models: Models, out: Path, *, load: bool = True
+) -> tuple[MethodIndex | None, dict[str, Any]]:
+    """Build (or reload) ``entry``'s index in ``out/indexes/<method>``. The first finished build's
+    figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one); an index of
+    another code version or settings is rebuilt. ``load=False`` skips reloading a finished build
+    (its method has nothing left to answer)."""
+    path, folder = out / "builds.json", out / "indexes" / entry.name
     builds = json.loads(path.read_text()) if path.exists() else {}
-    record = builds.get(runner.name, {})
-    if record.get("status") == "done":
-        if load:
-            runner.build(passages, models, out / "indexes" / runner.name)
-        return record
-    resumed = record.get("status") == "started"
-    builds[runner.name] = {"status": "started"}
+    record, version = builds.get(entry.name, {}), entry.version()
+    if record.get("status") == "done" and record.get("version") == version:
+        if not load:
+            return None, record
+        try:
+            return entry.method.load(folder, models, entry.config), record
+        except (IndexFolderError, StoreError) as exc:
+            logger.warning("%s: the finished index cannot be reloaded (%s); building it again", entry.name, exc)
+    resumed = record.get("status") == "started" and record.get("version") == version
+    if record and not resumed and folder.exists():
+        shutil.rmtree(folder)  # another version's index
+    builds[entry.name] = {"status": "started", "version": version}
     path.write_text(json.dumps(builds, indent=1))
     before, started = models.usage(), time.perf_counter()
-    stats = runner.build(passages, models, out / "indexes" / runner.name)
-    spent = models.usage() - before
-    builds[runner.name] = {
+    index = entry.method.build(passages, models, folder, entry.config, overwrite=True)  # the folder is the evaluation's
+    spent, seconds = models.usage() - before, time.perf_counter() - started
+    stats = index.stats()
+    builds[entry.name] = {
         "status": "done",
-        "seconds": round(time.perf_counter() - started, 1),
+        "version": version,
+        "seconds": round(seconds, 1),
+        "busy_seconds": round(spent.busy_seconds, 1),
+        "busy_share": round(spent.busy_seconds / seconds, 3) if seconds else 0.0,
         "llm_calls": spent.calls,
         "cache_hits": spent.cache_hits,
         "prompt_tokens": spent.prompt_tokens,
         "completion_tokens": spent.completion_tokens,
-        "llm_seconds": round(spent.seconds, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "resumed": resumed,
         "pool_size": stats.get("pool_size", len(passages)),
         "stats": stats,
     }
     path.write_text(json.dumps(builds, indent=1, default=str))
-    return builds[runner.name]
+    return index, builds[entry.name]
 
 
-def _check_setting(out: Path, setting: dict[str, Any]) -> None:
+def _check_setting(out: Path, setting: dict[str, Any], versions: dict[str, dict[str, Any]]) -> None:
     path = out / "eval.json"
-    if path.exists():
-        before = json.loads(path.read_text())
-        changed = [k for k in setting if k in before and before[k] != setting[k]]
-        if changed:
-            raise EvalSettingError(
-                f"{out} holds an evaluation with another {', '.join(changed)} "
-                f"({', '.join(f'{k}={before[k]}' for k in changed)}): use another --out folder"
-            )
+    before = json.loads(path.read_text()) if path.exists() else {}
+    changed = [k for k in setting if k in before and before[k] != setting[k]]
+    if changed:
+        raise EvalSettingError(
+            f"{out} holds an evaluation with another {', '.join(changed)} "
+            f"({', '.join(f'{k}={before[k]}' for k in changed)}): use another --out folder"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(setting, indent=1))
+    methods = {**before.get("methods", {}), **versions}
+    path.write_text(json.dumps({**setting, "methods": methods}, indent=1))
 
 
 def evaluate(
-    runners: Sequence[Any],
+    entries: Sequence[Entry],
     passages: Sequence[Passage],
     questions: Sequence[Question],
-    models: Any,
+    models: Models,
     out: Path,
     setting: dict[str, Any],
     *,
     show_progress: bool = True,
 ) -> tuple[dict[str, list[Result]], dict[str, dict[str, Any]]]:
-    """Build each runner's index once, answer every question with it, and write the report (again
+    """Build each method's index once, answer every question with it, and write the report (again
     after each method, so an interrupted run still reports the methods it finished).
 
-    ``setting`` (dataset, split, models, …) is stored in ``out/eval.json``; a folder that holds an
-    evaluation of another setting is refused rather than mixed. Returns results and builds by method.
-    """
+    ``setting`` (dataset, split, models, …) is stored in ``out/eval.json`` with each method's code
+    version and settings; a folder of another setting is refused rather than mixed, and a method whose
+    code or settings changed is re-run. Returns results and builds by method (every method the folder
+    holds, so a run adding one reports all)."""
     from multihop_rag.report import write_report
 
-    _check_setting(out, setting)
-    results, builds = {}, {}
-    for runner in runners:
-        answered = {r.id for r in _read_results(out / "results.jsonl") if r.method == runner.name}
+    versions = {e.name: e.version() for e in entries}
+    _check_setting(out, setting, versions)
+    _set_aside_stale(out, versions)
+    builds_path = out / "builds.json"
+    for entry in entries:
+        answered = {r.id for r in read_results(out) if r.method == entry.name}
         unanswered = any(q.id not in answered for q in questions)
-        builds[runner.name] = build(runner, passages, models, out, load=unanswered)
-        results[runner.name] = run(
-            runner.name, runner.answer, questions, out, usage=models.usage, show_progress=show_progress
-        )
-        write_report(out, results, builds, setting)
+        index, _ = build(entry, passages, models, out, load=unanswered)
+        if index is not None:
+            run(entry, index, questions, out, models, show_progress=show_progress)
+        results, builds = _collect(out, questions, builds_path)
+        write_report(out, results, builds, json.loads((out / "eval.json").read_text()))
+    return _collect(out, questions, builds_path)
+
+
+def _collect(out: Path, questions: Sequence[Question], builds_path: Path) -> tuple[dict[str, list[Result]], dict[str, Any]]:
+    wanted = {q.id for q in questions}
+    results: dict[str, list[Result]] = {}
+    for r in read_results(out):
+        if r.id in wanted:
+            results.setdefault(r.method, []).append(r)
+    builds = json.loads(builds_path.read_text()) if builds_path.exists() else {}
     return results, builds

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from multihop_rag.calls import Dialogue, arun, run
 from multihop_rag.metrics import normalize_answer
 
-__all__ = ["dialogue_node", "run_settings", "content_words", "word_overlap", "repeated"]
+__all__ = ["dialogue_node", "run_settings", "stream_run", "content_words", "word_overlap", "repeated"]
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -35,6 +35,25 @@ def dialogue_node(step: Callable[[Any], Dialogue[dict[str, Any]]], name: str | N
         return await arun(step(state))
 
     return RunnableLambda(sync, afunc=asynchronous, name=name or step.__name__)
+
+
+def stream_run(
+    graph: Any,
+    graph_input: dict[str, Any],
+    trace: Callable[[dict[str, Any]], None] | None,
+    to_event: Callable[[str, dict[str, Any]], dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Run ``graph`` on ``graph_input``; each node's update becomes a trace event (``to_event(node,
+    update)``, None to skip) the moment it happens; returns the final state."""
+    state: dict[str, Any] = {}
+    for mode, chunk in graph.stream(graph_input, stream_mode=["updates", "values"]):
+        if mode == "values":
+            state = chunk
+        elif trace is not None:
+            for node, update in chunk.items():
+                if update and (event := to_event(node, update)):
+                    trace(event)
+    return state
 
 
 def run_settings(default: S) -> S:

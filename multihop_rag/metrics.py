@@ -1,21 +1,34 @@
-"""Answer and retrieval metrics: EM/F1 with the HotpotQA/SQuAD normalisation, answer recall@k,
-and the embedding cosine score of K²RAG §3.3.
+"""Answer and retrieval metrics: EM/F1 with the HotpotQA/SQuAD normalisation, FlashRAG's
+accuracy (a gold answer contained in the prediction, with countries and demonyms as one), the option a
+comparison answer picks, answer and supporting-passage recall at k and at token budgets, bootstrap
+and paired-bootstrap intervals, and the embedding cosine score of K²RAG §3.3.
 
 Every answer metric takes the best score over the acceptable gold answers.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
+from importlib import resources
 
 import numpy as np
 
 __all__ = [
     "normalize_answer",
+    "normalize_entity",
+    "accuracy",
+    "is_yes_no",
+    "answer_in_question",
+    "comparison_options",
+    "picked_option",
+    "comparison_correct",
+    "paired_bootstrap_ci",
+    "answer_recall_at_budget",
     "exact_match",
     "f1_score",
     "precision_recall_f1",
@@ -125,3 +138,105 @@ def rouge_l(prediction: str, gold: str | Sequence[str]) -> float:
     """ROUGE-L F-measure (Google's ``rouge-score``, as Hugging Face Evaluate uses), best over golds."""
     return max(_rouge_scorer().score(g, prediction)["rougeL"].fmeasure for g in _golds(gold))
 
+
+
+@cache
+def _country_names() -> dict[str, str]:
+    """Normalised country name, demonym or alternate -> the country's normalised name."""
+    rows = json.loads((resources.files("multihop_rag") / "data" / "demonyms.json").read_text(encoding="utf-8"))
+    names: dict[str, str] = {}
+    for row in rows:
+        canonical = normalize_answer(row[0])
+        for name in row:
+            names.setdefault(normalize_answer(name), canonical)
+    return names
+
+
+def normalize_entity(text: str) -> str:
+    """:func:`normalize_answer`, then every country name, demonym or alternate as its country
+    ("Jordanian" and "Jordan" -> "jordan"; "American" -> "united states")."""
+    words = normalize_answer(text).split()
+    names = _country_names()
+    out, i = [], 0
+    while i < len(words):
+        for span in (4, 3, 2, 1):
+            piece = " ".join(words[i : i + span])
+            if len(words) - i >= span and piece in names:
+                out.append(names[piece])
+                i += span
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return " ".join(out)
+
+
+def accuracy(prediction: str, gold: str | Sequence[str]) -> float:
+    """FlashRAG's ``acc``: 1.0 if a gold answer (entity-normalised) occurs as whole words in the
+    prediction — small models answer in sentences ("…the composer was Paul Thomas Anderson.")."""
+    norm = f" {normalize_entity(prediction)} "
+    return float(any(f" {normalize_entity(g)} " in norm for g in _golds(gold) if normalize_entity(g)))
+
+
+def is_yes_no(gold: str | Sequence[str]) -> bool:
+    """Whether the gold answer is yes or no (no passage contains it: answer recall is always 0)."""
+    return normalize_answer(_golds(gold)[0]) in {"yes", "no"}
+
+
+def answer_in_question(question: str, gold: str | Sequence[str]) -> bool:
+    """Whether a gold answer is named in the question ("which came first, X or Y?"): answer recall
+    is then trivially 1 for any evidence that repeats the question's entities."""
+    return answer_in_text(question, gold)
+
+
+_OPTIONS = re.compile(r",\s*(.+?)\s+or\s+(.+?)\s*\?*\s*$", re.IGNORECASE)
+
+
+def comparison_options(question: str) -> tuple[str, str] | None:
+    """The two options of a comparison question ("Who was born first, X or Y?" -> (X, Y)), else None."""
+    match = _OPTIONS.search(question.strip())
+    return (match.group(1).strip(), match.group(2).strip().rstrip("?").strip()) if match else None
+
+
+def picked_option(prediction: str, options: Sequence[str]) -> str | None:
+    """The option a prediction names first (an answer naming both, "X is older than Y", picks X);
+    None when it names neither."""
+    norm = f" {normalize_answer(prediction)} "
+    found = [(norm.find(f" {normalize_answer(o)} "), o) for o in options if normalize_answer(o)]
+    found = [(at, o) for at, o in found if at >= 0]
+    return min(found)[1] if found else None
+
+
+def comparison_correct(question: str, prediction: str, gold: str | Sequence[str]) -> float | None:
+    """For a question with two options and a gold that is one of them: 1.0 if the prediction picks
+    the gold option, else 0.0; None when the question is not such a comparison."""
+    options = comparison_options(question)
+    if options is None:
+        return None
+    golds = {normalize_answer(g) for g in _golds(gold)}
+    if not any(normalize_answer(o) in golds for o in options):
+        return None
+    picked = picked_option(prediction, options)
+    return float(picked is not None and normalize_answer(picked) in golds)
+
+
+def paired_bootstrap_ci(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired items and its 95% percentile-bootstrap interval (items resampled
+    together, so per-question difficulty cancels)."""
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    return bootstrap_ci(diff.tolist(), resamples=resamples, seed=seed)
+
+
+def answer_recall_at_budget(texts: Sequence[str], token_counts: Sequence[int], gold: str | Sequence[str], budget: int) -> float:
+    """1.0 if a gold answer occurs in the evidence read in rank order until ``budget`` tokens are spent
+    (a unit that would pass the budget is not read)."""
+    spent = 0
+    for text, tokens in zip(texts, token_counts, strict=True):
+        if spent + tokens > budget:
+            break
+        spent += tokens
+        if answer_in_text(text, gold):
+            return 1.0
+    return 0.0

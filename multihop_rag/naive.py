@@ -1,27 +1,39 @@
-"""Plain dense RAG over passages: the baseline every method is compared with, and the demo's method.
+"""Plain dense RAG: the baseline every method is compared with.
 
-Passages become LlamaIndex nodes (title in metadata, so it is embedded and shown to the LLM) in a
-Chroma collection; a query embeds the question, takes the top-k passages and asks the LLM once.
-Building is resumable: passages already in the collection are not embedded again, and nodes are
-written in small batches, so a killed build keeps what it finished.
+Passages are split into chunks (LlamaIndex ``SentenceSplitter``, 256 tokens: the embedding model
+reads no more) and embedded into a vector store — Chroma in the index folder, a Chroma server, or
+any LlamaIndex vector store; a question embeds, takes the top-k chunks and asks the LLM once with
+the short-answer prompt. ``answer`` returns the top ``retrieve_k`` chunks as ranked evidence (the
+LLM reads the first ``similarity_top_k``), so retrieval can be measured deeper than what is read.
+
+The index is a LlamaIndex ``VectorStoreIndex`` whose docstore keeps each document's hash, so
+:meth:`NaiveRAG.update` adds, re-embeds and deletes exactly the changed documents.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llama_index.core import PromptTemplate, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+from pydantic import BaseModel, Field
 
+from multihop_rag.calls import Call, call
 from multihop_rag.corpus import Passage
-from multihop_rag.stores import StoreError, chroma_vector_store, stored_ids
+from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_ids
 
-__all__ = ["ANSWER_PROMPT", "Answer", "Evidence", "NaiveRAG", "evidence_from_nodes"]
+__all__ = ["ANSWER_PROMPT", "NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
+
+FORMAT_VERSION = 2
 
 ANSWER_PROMPT = PromptTemplate(
     "Passages:\n{context_str}\n\n"
@@ -31,56 +43,55 @@ ANSWER_PROMPT = PromptTemplate(
 """Short-answer prompt shared by the baselines (the wording of SiReRAG §5.4 / HippoRAG)."""
 
 
-@dataclass
-class Evidence:
-    """A retrieved passage."""
+class NaiveConfig(BaseModel):
+    """The baseline's knobs."""
 
-    id: str
-    title: str
-    text: str
-    score: float
+    model_config = {"frozen": True}
 
-
-@dataclass
-class Answer:
-    """An answer with the evidence it was given and what it cost."""
-
-    question: str
-    text: str
-    evidence: list[Evidence] = field(default_factory=list)
-    seconds: float = 0.0
+    chunk_size: int = Field(256, description="Tokens per chunk (all-MiniLM-L6-v2 reads 256 word pieces).")
+    chunk_overlap: int = Field(32, description="Tokens shared by consecutive chunks of a document.")
+    similarity_top_k: int = Field(5, description="Chunks the LLM reads.")
+    retrieve_k: int = Field(20, description="Chunks returned as ranked evidence (recall@k up to this k).")
+    max_output_tokens: int = Field(64, description="Token cap of the answer.")
 
 
-def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[Evidence]:
-    """Retrieved LlamaIndex nodes as :class:`Evidence` (id: the source passage's id when known)."""
-    return [
-        Evidence(
-            id=n.node.metadata.get("passage_id") or n.node.ref_doc_id or n.node.node_id,
-            title=n.node.metadata.get("title", ""),
-            text=n.node.get_content(),
-            score=float(n.score or 0.0),
+def evidence_from_nodes(nodes: Sequence[NodeWithScore], kind: str = "chunk") -> list[Evidence]:
+    """Retrieved LlamaIndex nodes as :class:`Evidence` (each holds text of its source passage)."""
+    out = []
+    for hit in nodes:
+        node = hit.node
+        passage = node.metadata.get("passage_id") or node.ref_doc_id or node.node_id
+        out.append(
+            Evidence(
+                id=node.node_id,
+                title=str(node.metadata.get("title", "")),
+                text=node.get_content(),
+                score=float(hit.score or 0.0),
+                passage_ids=[str(passage)],
+                kind=kind,
+            )
         )
-        for n in nodes
-    ]
+    return out
 
 
-def _node(p: Passage) -> TextNode:
-    return TextNode(
-        id_=p.id,
-        text=p.text,
-        metadata={"title": p.title, "passage_id": p.id},
-        excluded_embed_metadata_keys=["passage_id"],
-        excluded_llm_metadata_keys=["passage_id"],
-    )
+def _documents(passages: Sequence[Passage]) -> list[Any]:
+    docs = []
+    for p in passages:
+        doc = p.to_llama_index()
+        doc.excluded_embed_metadata_keys = ["passage_id"]
+        doc.excluded_llm_metadata_keys = ["passage_id"]
+        docs.append(doc)
+    return docs
 
 
 class NaiveRAG:
-    """Dense top-k retrieval plus one LLM call."""
+    """Dense top-k retrieval plus one LLM call, over a ``VectorStoreIndex`` that tracks its documents."""
 
-    def __init__(self, index: VectorStoreIndex, llm: LLM, similarity_top_k: int = 5):
+    def __init__(self, index: VectorStoreIndex, llm: LLM, config: NaiveConfig, folder: Path | None = None):
         self.index = index
         self.llm = llm
-        self.similarity_top_k = similarity_top_k
+        self.config = config
+        self.folder = folder
 
     @classmethod
     def build(
@@ -89,47 +100,150 @@ class NaiveRAG:
         *,
         llm: LLM,
         embed_model: BaseEmbedding,
-        store: str | Path | None = None,
-        collection: str = "naive",
-        similarity_top_k: int = 5,
+        folder: str | Path | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        config: NaiveConfig | None = None,
+        overwrite: bool = False,
         show_progress: bool = True,
     ) -> NaiveRAG:
-        """Embed ``passages`` into ``store`` (a folder, a Chroma URL or None for memory), skipping done ones."""
-        vector_store = chroma_vector_store(store, collection)
-        done = stored_ids(vector_store)
-        todo = [_node(p) for p in passages if p.id not in done]
-        storage = StorageContext.from_defaults(vector_store=vector_store)
-        index = VectorStoreIndex(
-            todo, storage_context=storage, embed_model=embed_model, show_progress=show_progress, insert_batch_size=64
+        """Embed ``passages`` into ``vector_store`` (default: Chroma in ``folder``, else in memory); a store
+        holding another build is refused unless ``overwrite``. With ``folder`` the index is persisted there."""
+        config = config or NaiveConfig()
+        folder = Path(folder) if folder is not None else None
+        if folder is not None:
+            prepare_folder(folder, "naive", FORMAT_VERSION, overwrite=overwrite, config=config.model_dump())
+        store = vector_store or chroma_vector_store(folder / "chroma" if folder else None, "naive")
+        # The folder's own store holds at most an unfinished build's chunks: start it again.
+        ensure_empty(store, overwrite=overwrite or (vector_store is None and folder is not None), where=str(folder or "memory"))
+        storage = StorageContext.from_defaults(vector_store=store)
+        index = VectorStoreIndex.from_documents(
+            _documents(passages),
+            storage_context=storage,
+            embed_model=embed_model,
+            transformations=[SentenceSplitter(chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap)],
+            show_progress=show_progress,
+            insert_batch_size=256,
+            store_nodes_override=True,  # the docstore keeps the chunks and document hashes: update() and reload need them
         )
-        return cls(index, llm, similarity_top_k)
+        rag = cls(index, llm, config, folder)
+        rag.persist()
+        return rag
 
     @classmethod
     def load(
         cls,
+        folder: str | Path,
         *,
         llm: LLM,
         embed_model: BaseEmbedding,
-        store: str | Path,
-        collection: str = "naive",
-        similarity_top_k: int = 5,
+        vector_store: BasePydanticVectorStore | None = None,
     ) -> NaiveRAG:
-        """Open an index built by :meth:`build`."""
-        vector_store = chroma_vector_store(store, collection)
-        if not stored_ids(vector_store):
-            raise StoreError(f"the store {store} has no indexed passages: run 'multihop-rag index' first")
-        return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), llm, similarity_top_k)
+        """Open an index persisted in ``folder``; its vector store must hold exactly its chunks."""
+        folder = Path(folder)
+        manifest = read_manifest(folder, "naive", FORMAT_VERSION)
+        store = vector_store or chroma_vector_store(folder / "chroma", "naive")
+        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=store)
+        from llama_index.core import load_index_from_storage
+
+        index = load_index_from_storage(storage, embed_model=embed_model, store_nodes_override=True)
+        rag = cls(index, llm, NaiveConfig(**manifest["config"]), folder)
+        rag._check_store()
+        return rag
+
+    def _node_ids(self) -> set[str]:
+        return {nid for info in self.index.ref_doc_info.values() for nid in info.node_ids}
+
+    def _check_store(self) -> None:
+        from multihop_rag.stores import StoreError
+
+        present, expected = stored_ids(self.index.vector_store), self._node_ids()
+        if present != expected:
+            raise StoreError(
+                f"{self.folder}: the vector store holds {len(present - expected)} chunks the index lacks and lacks "
+                f"{len(expected - present)} of its {len(expected)}; rebuild it (--overwrite)"
+            )
+
+    def persist(self) -> None:
+        if self.folder is None:
+            return
+        self.index.storage_context.persist(persist_dir=str(self.folder))
+        write_manifest(self.folder, "naive", FORMAT_VERSION, config=self.config.model_dump(), status="done",
+                       documents=len(self.index.ref_doc_info))
 
     def __len__(self) -> int:
-        return len(stored_ids(self.index.vector_store))
+        return len(self.index.ref_doc_info)
 
-    def answer(self, question: str) -> Answer:
-        """Retrieve the top-k passages and answer in a few words."""
+    def update(self, passages: Sequence[Passage]) -> UpdateReport:
+        """Hold exactly ``passages``: new ones embedded, changed ones (same id, other text) re-embedded,
+        the others deleted."""
         started = time.perf_counter()
-        engine = self.index.as_query_engine(
-            llm=self.llm, similarity_top_k=self.similarity_top_k, text_qa_template=ANSWER_PROMPT
+        documents = {d.doc_id: d for d in _documents(passages)}
+        report = UpdateReport()
+        for doc_id in [d for d in self.index.ref_doc_info if d not in documents]:
+            self.index.delete_ref_doc(doc_id, delete_from_docstore=True)
+            report.removed.append(doc_id)
+        known = self.index.docstore.get_all_document_hashes()
+        known_ids = set(known.values())
+        refreshed = self.index.refresh_ref_docs(list(documents.values()))
+        for doc, fresh in zip(documents.values(), refreshed, strict=True):
+            if fresh:
+                (report.changed if doc.doc_id in known_ids else report.added).append(doc.doc_id)
+        stale = stored_ids(self.index.vector_store) - self._node_ids()
+        delete_ids(self.index.vector_store, stale)
+        self.persist()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def retrieve(self, question: str, k: int | None = None) -> list[NodeWithScore]:
+        return self.index.as_retriever(similarity_top_k=k or self.config.retrieve_k).retrieve(question)
+
+    def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
+        """Retrieve the top chunks and answer from the first ``similarity_top_k`` in a few words."""
+        started = time.perf_counter()
+        hits = self.retrieve(question)
+        read = hits[: self.config.similarity_top_k]
+        if trace:
+            for hit in read:
+                trace({"step": "retrieve", "title": hit.node.metadata.get("title", ""), "score": hit.score,
+                       "text": hit.node.get_content()})
+        context = "\n\n".join(h.node.get_content(metadata_mode=MetadataMode.LLM) for h in read)
+        reply = call(Call(self.llm, ANSWER_PROMPT.format(context_str=context, query_str=question),
+                          max_tokens=self.config.max_output_tokens))
+        return Answer(
+            question=question,
+            text=reply.text.strip(),
+            evidence=evidence_from_nodes(hits),
+            seconds=time.perf_counter() - started,
+            info={"read": len(read), "truncated": reply.truncated},
         )
-        response = engine.query(question)
-        evidence = evidence_from_nodes(response.source_nodes)
-        text = str(response).strip()
-        return Answer(question=question, text=text, evidence=evidence, seconds=time.perf_counter() - started)
+
+    def stats(self) -> dict[str, Any]:
+        return {"documents": len(self), "chunks": len(self._node_ids()), "pool_size": len(self._node_ids())}
+
+    def as_langchain_retriever(self, k: int = 5) -> Any:
+        """The index as a LangChain retriever (for ReSP over this store)."""
+        from multihop_rag.retrievers import LlamaIndexRetriever
+
+        return LlamaIndexRetriever(index=self.index, k=k)
+
+
+class NaiveMethod:
+    """The baseline as the command line and the evaluation drive it."""
+
+    name = "naive"
+    summary = "dense top-5 chunks, one answer call: the baseline"
+    builds = False
+    config_class = NaiveConfig
+    source_packages = ("multihop_rag.naive",)
+
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+              overwrite: bool = False) -> NaiveRAG:
+        assert isinstance(config, NaiveConfig)
+        return NaiveRAG.build(passages, llm=models.llm, embed_model=models.embed, folder=folder, config=config,
+                              overwrite=overwrite)
+
+    def load(self, folder: Path, models: Models, config: BaseModel) -> NaiveRAG:
+        return NaiveRAG.load(folder, llm=models.llm, embed_model=models.embed)
+
+
+METHOD = NaiveMethod()

@@ -1,36 +1,123 @@
 """``report.md`` and ``report.png`` of an evaluation (DESIGN.md's benchmark protocol).
 
-The markdown holds the setting (models, data, machine), one table per answer metric with means
-and 95% bootstrap intervals (and which methods' F1 intervals overlap the best one's), and a cost
-table: build time, build LLM calls and tokens, pool size, time per query (TPQ), LLM calls and
-tokens per query, and TPER against RAPTOR (SiReRAG eq. 1: TPQ ratio divided by pool-size ratio).
-The plot puts each method at (seconds per query, F1) with its F1 interval.
+Scores are computed here from the result lines, so a metric added later needs no re-run:
+
+- answers: HotpotQA EM and F1 (comparable with the papers), FlashRAG's accuracy (a gold answer
+  contained in the prediction, countries and demonyms as one), and for comparison questions with
+  two options the option the answer picks (F1 rewards "X is older than Y" against gold "Y");
+- retrieval at the same depth for every method: supporting-passage recall@k and answer recall@k for
+  k = 2, 5, 10, 20, and answer recall within 1k, 2k and 4k tokens of evidence read in rank order
+  (methods return units of very different length). A unit counts for the passages whose text it
+  holds — a passage, a chunk of it, a chunk packing several — never for a summary, an aggregate or
+  an information point (the model's rewrite of many passages), whatever lies under it. Questions
+  whose gold answer is named in the question (answer recall trivially 1) or is yes/no (always 0)
+  are left out of answer recall and counted apart;
+- each method against naive on the same questions: the mean F1 difference with a paired bootstrap
+  interval, wins/ties/losses, per question type, and in words which differences are resolved;
+- failure categories per method, from each answer's trace;
+- cost: build time by stage with the share spent with an LLM call in flight, calls, tokens, peak
+  RSS; per query seconds (marked when calls came from the cache), calls, tokens; TPER vs RAPTOR.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from multihop_rag.metrics import bootstrap_ci
+from multihop_rag.metrics import (
+    accuracy,
+    answer_in_question,
+    answer_in_text,
+    answer_recall_at_budget,
+    bootstrap_ci,
+    comparison_correct,
+    exact_match,
+    is_yes_no,
+    paired_bootstrap_ci,
+    precision_recall_f1,
+)
+from multihop_rag.text import count_tokens
 
-__all__ = ["METRICS", "tper", "markdown", "plot", "write_report"]
+__all__ = ["KS", "BUDGETS", "scores", "failure", "tper", "markdown", "plot", "write_report"]
 
-METRICS = {
-    "em": "Exact match",
-    "f1": "F1",
-    "precision": "Precision",
-    "recall": "Recall",
-    "answer_recall": "Answer recall of the evidence (a retrieved or visited text contains a gold answer)",
-    "supporting_recall": "Supporting-passage recall of the evidence (share of the gold passages, by id or title)",
-}
+KS = (2, 5, 10, 20)
+BUDGETS = (1000, 2000, 4000)
+BASELINE = "naive"
+_REFUSAL = re.compile(r"^\W*(unknown|none|n/?a|no answer|i (do not|don'?t|cannot|can'?t)|(it is )?not (mentioned|given|known|stated|provided))", re.IGNORECASE)
+
+
+@cache
+def _tokens(text: str) -> int:
+    return count_tokens(text)
+
+
+def scores(r: Any) -> dict[str, Any]:
+    """Every score of one result line (see the module docstring)."""
+    precision, recall, f1 = precision_recall_f1(r.answer, r.gold)
+    comparison = comparison_correct(r.question, r.answer, r.gold)
+    texts = [e["text"] for e in r.evidence]
+    gold_passages = set(r.supporting)
+    out: dict[str, Any] = {
+        "em": exact_match(r.answer, r.gold),
+        "f1": f1,
+        "precision": precision,
+        "recall": recall,
+        "acc": accuracy(r.answer, r.gold),
+        "comparison": comparison,
+        "yes_no": is_yes_no(r.gold),
+        "answer_in_question": answer_in_question(r.question, r.gold),
+    }
+    for k in KS:
+        found = {p for e in r.evidence[:k] for p in e.get("passage_ids", [])}
+        out[f"support@{k}"] = len(found & gold_passages) / len(gold_passages) if gold_passages else None
+        out[f"answer@{k}"] = float(any(answer_in_text(t, r.gold) for t in texts[:k]))
+    counts = [_tokens(t) for t in texts]
+    for budget in BUDGETS:
+        out[f"answer@{budget // 1000}k"] = answer_recall_at_budget(texts, counts, r.gold, budget)
+    out["evidence_tokens"] = sum(counts)
+    return out
+
+
+def correct(s: Mapping[str, Any]) -> bool:
+    """An answer counts as right when it contains a gold answer, or picks the gold option."""
+    return bool(s["comparison"]) if s["comparison"] is not None else s["acc"] == 1.0
+
+
+def failure(r: Any, s: Mapping[str, Any]) -> str:
+    """One category per question: ``correct``, ``no answer``, ``copied from a prompt``, ``loop limit``,
+    ``retrieved, answered wrong``, ``retrieval missed``."""
+    info = r.info or {}
+    if correct(s):
+        return "correct"
+    if not r.answer.strip() or _REFUSAL.match(r.answer):
+        return "no answer"
+    if info.get("copied_example"):
+        return "copied from a prompt"
+    if info.get("limit_hit"):
+        return "loop limit"
+    found = {p for e in r.evidence for p in e.get("passage_ids", [])}
+    retrieved = bool(found & set(r.supporting)) or any(answer_in_text(e["text"], r.gold) for e in r.evidence)
+    return "retrieved, answered wrong" if retrieved and not s["yes_no"] else "retrieval missed"
+
+
+FAILURES = ("correct", "no answer", "copied from a prompt", "loop limit", "retrieved, answered wrong", "retrieval missed")
 
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def _ci(values: Sequence[float]) -> str:
+    if not values:
+        return "–"
+    mean, low, high = bootstrap_ci(values)
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def tper(tpq: float, pool: float, tpq_raptor: float, pool_raptor: float) -> float:
@@ -38,71 +125,130 @@ def tper(tpq: float, pool: float, tpq_raptor: float, pool_raptor: float) -> floa
     return (tpq / tpq_raptor) / (pool / pool_raptor)
 
 
-def _overlap_note(results: Mapping[str, Sequence[Any]], metric: str) -> str:
-    cis = {m: bootstrap_ci([getattr(r, metric) for r in rs]) for m, rs in results.items() if rs}
-    if len(cis) < 2:
-        return ""
-    best = max(cis, key=lambda m: cis[m][0])
-    overlapping = [m for m, (_, low, high) in cis.items() if m != best and low <= cis[best][2] and high >= cis[best][1]]
-    if not overlapping:
-        return f"\n{best}'s interval is separate from every other method's.\n"
-    return (f"\nHighest mean: {best}; its interval overlaps {', '.join(overlapping)}, so these differences "
-            "are not significant at this sample size.\n")
-
-
 def _seconds_per_query(rs: Sequence[Any]) -> str:
-    """Mean seconds per query, marked when LLM calls came from the cache: their time is not in it."""
-    hits, calls = sum(r.cache_hits for r in rs), sum(r.llm_calls for r in rs)
+    """Mean seconds per query, marked when LLM calls came from a cache: their time is not in it."""
+    hits, calls = sum(r.cache_hits for r in rs), sum(r.llm_calls + r.cache_hits for r in rs)
     return f"{_mean([r.seconds for r in rs]):.1f}" + (f" ({hits} of {calls} calls cached)" if hits else "")
 
 
-def _summary(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One line per method: quality and cost side by side (the tables below have the detail)."""
-    lines = [
-        "## Summary",
-        "",
-        "| method | n | F1 (95% CI) | EM | answer recall of evidence | build s | build LLM calls | s / query | LLM calls / query |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for method, rs in results.items():
-        b = builds.get(method, {})
-        f1, low, high = bootstrap_ci([r.f1 for r in rs])
-        lines.append(
-            f"| {method} | {len(rs)} | {f1:.3f} [{low:.3f}, {high:.3f}] | {_mean([r.em for r in rs]):.3f} | "
-            f"{_mean([r.answer_recall for r in rs]):.3f} | {b.get('seconds', 0):.0f} | {b.get('llm_calls', 0)} | "
-            f"{_seconds_per_query(rs)} | {_mean([r.llm_calls for r in rs]):.1f} |"
-        )
-    return lines + [""]
+def _paired(results: Mapping[str, Sequence[Any]], scored: Mapping[str, dict[str, dict[str, Any]]], method: str,
+            ids: set[str] | None = None) -> tuple[int, tuple[float, float, float], tuple[int, int, int]] | None:
+    if BASELINE not in scored or method == BASELINE:
+        return None
+    base = scored[BASELINE]
+    pairs = [(scored[method][r.id]["f1"], base[r.id]["f1"]) for r in results[method]
+             if r.id in base and (ids is None or r.id in ids)]
+    if not pairs:
+        return None
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    wins = sum(x > y + 1e-9 for x, y in pairs)
+    losses = sum(y > x + 1e-9 for x, y in pairs)
+    return len(pairs), paired_bootstrap_ci(a, b), (wins, len(pairs) - wins - losses, losses)
+
+
+def _words(method: str, paired: tuple[int, tuple[float, float, float], tuple[int, int, int]]) -> str:
+    n, (mean, low, high), _ = paired
+    if low > 0:
+        return f"{method} is ahead of naive by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
+    if high < 0:
+        return f"{method} is behind naive by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
+    return f"{method} vs naive: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: not resolved (the interval spans 0)."
 
 
 def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], setting: Mapping[str, Any]) -> str:
     """The report as markdown (``results``: :class:`~multihop_rag.evaluate.Result` lists by method)."""
+    scored = {m: {r.id: scores(r) for r in rs} for m, rs in results.items()}
     n = max((len(rs) for rs in results.values()), default=0)
+    versions = setting.get("methods", {})
     lines = [
         f"# multihop-rag eval: {setting.get('dataset')} / {setting.get('split')}",
         "",
-        f"- LLM `{setting.get('llm')}`, embeddings `{setting.get('embed')}`"
-        + (f", GARLIC attention `{setting['garlic_attention']}`" if setting.get("garlic_attention") else "")
-        + (f", GARLIC n_s {setting['garlic_n_s']}" if setting.get("garlic_n_s") else ""),
-        f"- corpus: {setting.get('passages')} passages ({setting.get('corpus')}); {n} questions answered",
+        f"- LLM `{setting.get('llm')}`, embeddings `{setting.get('embed')}`",
+        f"- corpus: {setting.get('passages')} passages ({setting.get('corpus')}); up to {n} questions per method",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores; bootstrap: 2000 resamples, seed 0",
+        "- code versions: " + ", ".join(f"{m} `{v.get('code')}`" for m, v in versions.items() if m in results),
         "",
-    ]
-    lines += _summary(results, builds)
-    for metric, title in METRICS.items():
-        lines += [f"## {title}", "", "| method | n | mean | 95% CI |", "|---|---|---|---|"]
-        for method, rs in results.items():
-            mean, low, high = bootstrap_ci([getattr(r, metric) for r in rs])
-            lines.append(f"| {method} | {len(rs)} | {mean:.3f} | [{low:.3f}, {high:.3f}] |")
-        lines.append(_overlap_note(results, metric))
-    raptor = "raptor" in results and results["raptor"] and builds.get("raptor")
-    lines += [
-        "## Cost",
+        "## Summary",
         "",
-        "| method | build s | build LLM calls | build tokens (prompt / generated) | pool size | TPQ s | "
-        "LLM calls / query | tokens / query | TPER vs RAPTOR |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | n | F1 (95% CI) | EM | acc | ΔF1 vs naive (paired 95% CI) | W/T/L vs naive | support@10 | answer@10 | build s | build LLM calls | s / query | LLM calls / query |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    sentences = []
+    for method, rs in results.items():
+        s = scored[method]
+        b = builds.get(method, {})
+        paired = _paired(results, scored, method)
+        delta, wtl = ("–", "–") if paired is None else (f"{paired[1][0]:+.3f} [{paired[1][1]:+.3f}, {paired[1][2]:+.3f}]", "/".join(map(str, paired[2])))
+        if paired is not None:
+            sentences.append(_words(method, paired))
+        support = [v["support@10"] for v in s.values() if v["support@10"] is not None]
+        answerable = [v["answer@10"] for v in s.values() if not v["yes_no"] and not v["answer_in_question"]]
+        lines.append(
+            f"| {method} | {len(rs)} | {_ci([v['f1'] for v in s.values()])} | {_mean([v['em'] for v in s.values()]):.3f} | "
+            f"{_mean([v['acc'] for v in s.values()]):.3f} | {delta} | {wtl} | {_mean(support):.3f} | {_mean(answerable):.3f} | "
+            f"{b.get('seconds', 0):.0f} | {b.get('llm_calls', 0)} | {_seconds_per_query(rs)} | "
+            f"{_mean([r.llm_calls + r.cache_hits for r in rs]):.1f} |"
+        )
+    lines += [""] + sentences + [""]
+
+    lines += ["## Answers", "",
+              "HotpotQA EM and F1; acc: a gold answer contained in the answer (countries and demonyms as one); "
+              "comparison: on questions naming two options, the share of answers that pick the gold option.", "",
+              "| method | EM | F1 | precision | recall | acc | comparison (n) |", "|---|---|---|---|---|---|---|"]
+    for method in results:
+        s = list(scored[method].values())
+        comp = [v["comparison"] for v in s if v["comparison"] is not None]
+        lines.append(f"| {method} | {_ci([v['em'] for v in s])} | {_ci([v['f1'] for v in s])} | {_mean([v['precision'] for v in s]):.3f} | "
+                     f"{_mean([v['recall'] for v in s]):.3f} | {_ci([v['acc'] for v in s])} | {_mean(comp):.3f} ({len(comp)}) |")
+
+    lines += ["", "## Retrieval at the same depth", "",
+              "A unit counts for the passages whose text it holds (a passage, a chunk of it, a chunk packing several), "
+              "never for a summary, an aggregate or an information point. Answer recall leaves out questions whose gold "
+              "answer is in the question or is yes/no (counted in the last columns).", "",
+              "| method | " + " | ".join(f"support@{k}" for k in KS) + " | " + " | ".join(f"answer@{k}" for k in KS) + " | "
+              + " | ".join(f"answer@{b // 1000}k tok" for b in BUDGETS) + " | evidence tokens | answer in question | yes/no |",
+              "|---|" + "---|" * (len(KS) * 2 + len(BUDGETS) + 3)]
+    for method in results:
+        s = list(scored[method].values())
+        answerable = [v for v in s if not v["yes_no"] and not v["answer_in_question"]]
+        support = [f"{_mean([v[f'support@{k}'] for v in s if v[f'support@{k}'] is not None]):.3f}" for k in KS]
+        answers = [f"{_mean([v[f'answer@{k}'] for v in answerable]):.3f}" for k in KS]
+        budgets = [f"{_mean([v[f'answer@{b // 1000}k'] for v in answerable]):.3f}" for b in BUDGETS]
+        lines.append(f"| {method} | " + " | ".join(support + answers + budgets) +
+                     f" | {_mean([v['evidence_tokens'] for v in s]):.0f} | {sum(v['answer_in_question'] for v in s)} | {sum(v['yes_no'] for v in s)} |")
+
+    types = sorted({r.type for rs in results.values() for r in rs if r.type})
+    if BASELINE in results and len(results) > 1 and types:
+        lines += ["", "## Against naive, by question type", "",
+                  "| method | type | n | F1 | naive F1 | ΔF1 (paired 95% CI) | W/T/L |", "|---|---|---|---|---|---|---|"]
+        for method in results:
+            if method == BASELINE:
+                continue
+            for kind in types:
+                ids = {r.id for r in results[method] if r.type == kind}
+                paired = _paired(results, scored, method, ids)
+                if paired is None:
+                    continue
+                count, (mean, low, high), wtl = paired
+                f1 = _mean([scored[method][i]["f1"] for i in ids if i in scored[BASELINE]])
+                base = _mean([scored[BASELINE][i]["f1"] for i in ids if i in scored[BASELINE]])
+                mark = " (resolved)" if low > 0 or high < 0 else ""
+                lines.append(f"| {method} | {kind} | {count} | {f1:.3f} | {base:.3f} | {mean:+.3f} [{low:+.3f}, {high:+.3f}]{mark} | {'/'.join(map(str, wtl))} |")
+
+    lines += ["", "## Failure categories", "",
+              "One per question, the first that applies: a right answer; no answer or a refusal; an answer copied from a "
+              "prompt example; a loop that hit its bound; the gold passages or answer were in the evidence but the "
+              "answer is wrong; retrieval missed them.", "",
+              "| method | " + " | ".join(FAILURES) + " |", "|---|" + "---|" * len(FAILURES)]
+    for method, rs in results.items():
+        counts = Counter(failure(r, scored[method][r.id]) for r in rs)
+        lines.append(f"| {method} | " + " | ".join(str(counts.get(f, 0)) for f in FAILURES) + " |")
+
+    raptor = bool(results.get("raptor")) and builds.get("raptor")
+    lines += ["", "## Cost", "",
+              "| method | build s | busy share | build LLM calls | build tokens (prompt / generated) | build peak RSS MB | pool size | "
+              "TPQ s | LLM calls / query | tokens / query | query peak RSS MB | TPER vs RAPTOR |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for method, rs in results.items():
         b = builds.get(method, {})
         tpq = _mean([r.seconds for r in rs])
@@ -110,44 +256,60 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
         ratio = "–"
         if raptor and rs and pool:
             ratio = f"{tper(tpq, pool, _mean([r.seconds for r in results['raptor']]), builds['raptor']['pool_size']):.3f}"
-        tokens = _mean([r.prompt_tokens + r.completion_tokens for r in rs])
         resumed = " (resumed)" if b.get("resumed") else ""
         cached = f" ({b['cache_hits']} cached)" if b.get("cache_hits") else ""
         lines.append(
-            f"| {method} | {b.get('seconds', 0):.0f}{resumed} | {b.get('llm_calls', 0)}{cached} | {b.get('prompt_tokens', 0)} / "
-            f"{b.get('completion_tokens', 0)} | {pool} | {_seconds_per_query(rs)} | {_mean([r.llm_calls for r in rs]):.1f} | "
-            f"{tokens:.0f} | {ratio} |"
+            f"| {method} | {b.get('seconds', 0):.0f}{resumed} | {b.get('busy_share', 0):.2f} | {b.get('llm_calls', 0)}{cached} | "
+            f"{b.get('prompt_tokens', 0)} / {b.get('completion_tokens', 0)} | {b.get('peak_rss_mb', 0):.0f} | {pool} | "
+            f"{_seconds_per_query(rs)} | {_mean([r.llm_calls + r.cache_hits for r in rs]):.1f} | "
+            f"{_mean([r.prompt_tokens + r.completion_tokens for r in rs]):.0f} | {max((r.peak_rss_mb for r in rs), default=0):.0f} | {ratio} |"
         )
+    stages = [(m, name, f) for m, b in builds.items() if m in results for name, f in (b.get("stats", {}).get("stages") or {}).items()]
+    if stages:
+        lines += ["", "Build stages (busy: wall time with at least one LLM call in flight):", "",
+                  "| method | stage | s | busy share | calls | tokens (prompt / generated) | calls / s | peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
+        for method, name, f in stages:
+            lines.append(f"| {method} | {name} | {f['seconds']:.0f} | {f['busy_share']:.2f} | {f['calls']} | "
+                         f"{f['prompt_tokens']} / {f['completion_tokens']} | {f['calls_per_second']:.2f} | {f['peak_rss_mb']:.0f} |")
     if not raptor:
         lines.append("\nTPER needs RAPTOR's TPQ and pool size: add `raptor` to `--methods`.")
     lines.append("\nBuild figures are from each index's first finished build; later runs reload it. Calls answered "
-                 "from the LLM-call cache (e.g. SiReRAG's similarity tree after RAPTOR's) count as calls but cost "
-                 "almost no time: a query time marked \"cached\" (questions re-asked after a change) undercounts, "
-                 "and so does a TPER computed from it.")
+                 "from the LLM-call cache count as calls but cost almost no time: a query time marked \"cached\" undercounts.")
     return "\n".join(lines) + "\n"
 
 
-def plot(results: Mapping[str, Sequence[Any]], path: Path, title: str = "") -> Path:
-    """F1 (mean and 95% interval) against seconds per query, one point per method."""
+def plot(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], path: Path, title: str = "") -> Path:
+    """Three panels: F1 against seconds per query, F1 against build LLM calls, supporting recall@k."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=110)
     for method, rs in results.items():
         if not rs:
             continue
-        mean, low, high = bootstrap_ci([r.f1 for r in rs])
-        x = _mean([r.seconds for r in rs])
-        ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="o", capsize=3)
-        ax.annotate(method, (x, mean), textcoords="offset points", xytext=(5, 5))
-    ax.set_xlabel("seconds per query")
-    ax.set_ylabel("F1 (95% bootstrap interval)")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xlim(left=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+        s = [scores(r) for r in rs]
+        mean, low, high = bootstrap_ci([v["f1"] for v in s])
+        for ax, x in ((axes[0], _mean([r.seconds for r in rs])), (axes[1], builds.get(method, {}).get("llm_calls", 0))):
+            ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="o", capsize=3)
+            ax.annotate(method, (x, mean), textcoords="offset points", xytext=(5, 5))
+        recalls = [_mean([v[f"support@{k}"] for v in s if v[f"support@{k}"] is not None]) for k in KS]
+        axes[2].plot(KS, recalls, marker="o", label=method)
+    axes[0].set_xlabel("seconds per query")
+    axes[1].set_xlabel("LLM calls to build")
+    axes[1].set_xscale("symlog")
+    for ax in axes[:2]:
+        ax.set_ylabel("F1 (95% bootstrap interval)")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[2].set_xlabel("k (units of evidence)")
+    axes[2].set_ylabel("supporting-passage recall@k")
+    axes[2].set_xticks(KS)
+    axes[2].set_ylim(0, 1.02)
+    axes[2].grid(alpha=0.3)
+    axes[2].legend(fontsize=8)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -160,5 +322,5 @@ def write_report(
     """Write ``out/report.md`` and ``out/report.png``; returns their paths."""
     md = out / "report.md"
     md.write_text(markdown(results, builds, setting))
-    png = plot(results, out / "report.png", f"{setting.get('dataset')} / {setting.get('split')}, {setting.get('llm')}")
+    png = plot(results, builds, out / "report.png", f"{setting.get('dataset')} / {setting.get('split')}, {setting.get('llm')}")
     return md, png

@@ -16,7 +16,7 @@ from multihop_rag import bundled
 N_PASSAGES = 6
 """One HotpotQA question's two supporting passages and four distractors (~750 tokens)."""
 
-CONFIG = GarlicConfig(n_s=1024, summary_tokens=256, search_window=4096, workers=1)
+CONFIG = GarlicConfig(n_s=1024, summary_tokens=256, search_window=4096)
 """n_s small enough that the passages take two level-1 batches, so the graph has three levels."""
 
 

@@ -1,7 +1,17 @@
+"""The command line on deterministic fakes: every method through the registry, index → update → ask,
+one-line errors with exit 2, eval on the shared data and on a user's own questions, a user's method
+registered through an entry point."""
+
+from __future__ import annotations
+
+import json
+import sys
+
 import pytest
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
-from multihop_rag import backends, cli
+from multihop_rag import backends, cli, registry
+from multihop_rag.corpus import CorpusError, load_questions
 
 
 def run(capsys, *argv):
@@ -13,72 +23,175 @@ def run(capsys, *argv):
 @pytest.fixture
 def fake_models(monkeypatch):
     monkeypatch.setattr(backends, "llama_index_llm", lambda spec=None, **k: ScriptedLLM(lambda p: "Orrin River"))
-    monkeypatch.setattr(backends, "llama_index_embedding", lambda spec=None: HashEmbedding())
+    monkeypatch.setattr(backends, "llama_index_embedding", lambda spec=None, **k: HashEmbedding())
     monkeypatch.setattr(backends, "chat_model", lambda spec=None, **k: ScriptedChatModel(lambda p: "Orrin River"))
-    monkeypatch.setattr(backends, "langchain_embeddings", lambda spec=None: HashEmbeddings())
+    monkeypatch.setattr(backends, "langchain_embeddings", lambda spec=None, **k: HashEmbeddings())
     monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
 
 
-def test_help_explains_options(capsys):
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "kesh.txt").write_text("The Kesh Bridge crosses the Orrin River in Velmora.")
+    (folder / "lake.txt").write_text("Lake Ismay is fed by the Orrin River.")
+    return folder
+
+
+def test_help_names_every_registered_method_and_the_model_options(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["index", "--help"])
     assert exc.value.code == 0
-    text = capsys.readouterr().out
-    assert "--store" in text and "--llm" in text and "--embed" in text
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--store" in text and "--llm" in text and "--embed" in text and "--set" in text
+    assert list(registry.available()) == list(registry.ORDER)  # the bundled methods, in report order
 
 
-def test_empty_folder_is_exit_2(capsys, tmp_path, fake_models):
+def test_empty_or_binary_corpus_is_one_line_and_exit_2(capsys, tmp_path, fake_models):
     code, _, err = run(capsys, "index", str(tmp_path), "--store", str(tmp_path / "s"))
     assert code == 2 and "no readable" in err and err.count("\n") == 1
-
-
-def test_binary_only_folder_is_exit_2(capsys, tmp_path, fake_models):
     (tmp_path / "x.txt").write_bytes(b"\x00\x01\x02")
     code, _, err = run(capsys, "index", str(tmp_path), "--store", str(tmp_path / "s"))
     assert code == 2 and "skipped" in err
 
 
-def test_server_down_is_exit_2(capsys, tmp_path, monkeypatch):
+def test_server_down_and_bad_spec_say_how_to_fix_it(capsys, docs, tmp_path, monkeypatch):
     monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
-    (tmp_path / "a.txt").write_text("hello")
-    code, _, err = run(capsys, "index", str(tmp_path), "--store", str(tmp_path / "s"), "--llm", "ollama:qwen2.5:7b-instruct")
+    code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "s"), "--llm", "ollama:qwen2.5:7b-instruct")
     assert code == 2 and "ollama serve" in err
+    code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "s"), "--llm", "gpt4")
+    assert code == 2 and "bad LLM spec" in err
 
 
-def test_unknown_dataset_and_method_are_exit_2(capsys, fake_models):
+def test_unknown_dataset_method_or_setting_is_exit_2(capsys, fake_models):
     assert run(capsys, "eval", "--dataset", "squad")[0] == 2
-    code, _, err = run(capsys, "eval", "--dataset", "hotpotqa", "--methods", "naive,nosuch")
-    assert code == 2 and "nosuch" in err
+    code, _, err = run(capsys, "eval", "--methods", "naive,nosuch")
+    assert code == 2 and "nosuch" in err and "available: naive, resp, hirag" in err
+    code, _, err = run(capsys, "eval", "--set", "naive.top=3")
+    assert code == 2 and "naive has no setting 'top'" in err
+    code, _, err = run(capsys, "eval", "--set", "naive.similarity_top_k=many")
+    assert code == 2 and "naive.similarity_top_k" in err
     code, _, err = run(capsys, "eval", "--dataset", "bamboogle")
     assert code == 2 and "no corpus" in err
 
 
-def test_bad_spec_is_exit_2(capsys, tmp_path):
-    (tmp_path / "a.txt").write_text("hello")
-    code, _, err = run(capsys, "index", str(tmp_path), "--store", str(tmp_path / "s"), "--llm", "gpt4")
-    assert code == 2 and "bad LLM spec" in err
-
-
-def test_index_then_ask_round_trip(capsys, tmp_path, fake_models):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "kesh.txt").write_text("The Kesh Bridge crosses the Orrin River in Velmora.")
-    (tmp_path / "docs" / "lake.txt").write_text("Lake Ismay is fed by the Orrin River.")
+def test_index_update_and_ask_round_trip(capsys, docs, tmp_path, fake_models):
     store = str(tmp_path / "store")
-    code, out, _ = run(capsys, "index", str(tmp_path / "docs"), "--store", store)
-    assert code == 0 and "indexed 2 documents" in out
-    code, out, _ = run(capsys, "ask", "Which river does the Kesh Bridge cross?", "--store", store, "--top-k", "1")
-    assert code == 0 and "A: Orrin River" in out and "kesh" in out
+    code, out, _ = run(capsys, "index", str(docs), "--store", store)
+    assert code == 0 and "indexed 2 documents with naive" in out
+    manifest = json.loads((tmp_path / "store" / "multihop_rag.json").read_text())
+    assert manifest["cli_method"] == "naive" and manifest["status"] == "done"
+
+    (docs / "ismay.txt").write_text("Lake Ismay lies in the north of Astrel.")
+    (docs / "lake.txt").write_text("Lake Ismay is fed by the Orrin and the Velm.")
+    (docs / "kesh.txt").unlink()
+    code, out, _ = run(capsys, "index", str(docs), "--store", store)
+    assert code == 0 and "1 added, 1 changed, 1 removed" in out
+
+    code, out, _ = run(capsys, "ask", "Where is Lake Ismay?", "--store", store, "--top-k", "2", "--trace")
+    assert code == 0 and "A: Orrin River" in out and "[retrieve]" in out and "kesh" not in out
+    code, out, _ = run(capsys, "ask", "Where is Lake Ismay?", "--store", store, "--json")
+    answer = json.loads(out)
+    assert answer["method"] == "naive" and {e["passage_ids"][0] for e in answer["evidence"]} == {"ismay.txt", "lake.txt"}
+
+    code, out, _ = run(capsys, "ask", "Where is Lake Ismay?", "--store", store, "--method", "resp")
+    assert code == 0 and "resp)" in out  # ReSP over the store's retriever
+    code, _, err = run(capsys, "ask", "q", "--store", store, "--method", "hirag")
+    assert code == 2 and "built with --method naive" in err
     code, _, err = run(capsys, "ask", "q", "--store", str(tmp_path / "empty"))
     assert code == 2 and "multihop-rag index" in err
 
 
-def test_eval_writes_results_and_resumes(capsys, tmp_path, fake_models):
+@pytest.mark.parametrize("method", ["resp", "hirag", "raptor", "sirerag", "garlic", "k2rag"])
+def test_every_method_indexes_and_answers_from_the_command_line(capsys, docs, tmp_path, fake_models, method):
+    store = str(tmp_path / method)
+    no_gguf = ["--set", "garlic.attention_model=none"]  # "auto" would read the real GGUF's attention
+    code, out, err = run(capsys, "index", str(docs), "--store", store, "--method", method, *no_gguf)
+    assert code == 0, err
+    assert f"with {method}" in out
+    code, out, err = run(capsys, "ask", "Which river does the Kesh Bridge cross?", "--store", store)
+    assert code == 0, err
+    assert f"{method})" in out and "A: " in out
+
+
+def test_eval_writes_results_resumes_and_refuses_another_dataset(capsys, tmp_path, fake_models):
     out_dir = tmp_path / "out"
     code, out, _ = run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "2", "--out", str(out_dir))
     assert code == 0 and "| naive | 2 |" in out and "report.png" in out
-    lines = (out_dir / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and (out_dir / "report.png").is_file()
+    assert len((out_dir / "results.jsonl").read_text().splitlines()) == 2
     run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "3", "--out", str(out_dir))
     assert len((out_dir / "results.jsonl").read_text().splitlines()) == 3
     code, _, err = run(capsys, "eval", "--dataset", "musique", "--limit", "1", "--out", str(out_dir))
     assert code == 2 and "another dataset" in err
+
+
+def test_eval_on_your_own_questions(capsys, docs, tmp_path, fake_models):
+    questions = tmp_path / "mine.jsonl"
+    questions.write_text(json.dumps({"question": "Which river does the Kesh Bridge cross?", "answers": ["Orrin River"]}) + "\n")
+    code, out, err = run(capsys, "eval", "--questions", str(questions), "--corpus", str(docs), "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    assert "| naive | 1 | 1.000" in out
+    code, _, err = run(capsys, "eval", "--questions", str(questions))
+    assert code == 2 and "--corpus" in err
+
+
+def test_questions_file_errors_name_the_line(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "a?", "answers": ["x"]}\n{"question": "b?"}\n')
+    with pytest.raises(CorpusError, match="record 2"):
+        load_questions(path)
+    path.write_text('{"question": "a?", "answer": "x"}\nnot json\n')
+    with pytest.raises(CorpusError, match=":2"):
+        load_questions(path)
+    path.write_text('{"question": "a?", "answer": "x", "type": "bridge"}\n')
+    (q,) = load_questions(path)
+    assert q.answers == ["x"] and q.type == "bridge" and q.id == "q1"
+
+
+PLUGIN = '''
+from pydantic import BaseModel
+from multihop_rag.methods import Answer, UpdateReport
+
+class EchoConfig(BaseModel):
+    reply: str = "echo"
+
+class EchoIndex:
+    def __init__(self, reply): self.reply = reply
+    def answer(self, question, trace=None): return Answer(question, self.reply)
+    def update(self, passages): return UpdateReport()
+    def stats(self): return {"pool_size": 0}
+
+class Echo:
+    name = "echo"
+    summary = "answers with its setting"
+    builds = False
+    config_class = EchoConfig
+    source_packages = ("echo_method",)
+    def build(self, passages, models, folder, config, *, overwrite=False):
+        from multihop_rag.persistence import write_manifest
+        write_manifest(folder, "echo", 1, status="done")
+        return EchoIndex(config.reply)
+    def load(self, folder, models, config): return EchoIndex(config.reply)
+
+METHOD = Echo()
+'''
+
+
+def test_a_users_method_joins_through_an_entry_point(capsys, docs, tmp_path, fake_models, monkeypatch):
+    site = tmp_path / "site"
+    (site / "echo_method-1.0.dist-info").mkdir(parents=True)
+    (site / "echo_method.py").write_text(PLUGIN)
+    (site / "echo_method-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-method\nVersion: 1.0\n")
+    (site / "echo_method-1.0.dist-info" / "entry_points.txt").write_text("[multihop_rag.methods]\necho = echo_method:METHOD\n")
+    monkeypatch.syspath_prepend(str(site))
+    registry.available.cache_clear()
+    try:
+        assert "echo" in registry.available()
+        store = str(tmp_path / "store")
+        code, out, err = run(capsys, "index", str(docs), "--store", store, "--method", "echo", "--set", "echo.reply=hello")
+        assert code == 0, err
+        code, out, _ = run(capsys, "ask", "anything?", "--store", store)
+        assert code == 0 and "A: hello" in out  # the store's settings are kept
+    finally:
+        sys.modules.pop("echo_method", None)
+        registry.available.cache_clear()

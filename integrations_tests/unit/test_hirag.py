@@ -163,7 +163,7 @@ def test_passages_are_accepted_and_persist_round_trips(tmp_path):
     assert [c.page_content for c in loaded.rank_chunks("Tomas Halvard", query)] == [
         c.page_content for c in built.rank_chunks("Tomas Halvard", query)
     ]
-    with pytest.raises(StoreError, match="no HiRAG corpus"):
+    with pytest.raises(StoreError, match="no hirag index"):
         HierarchicalCorpus.from_persist_dir(tmp_path / "nothing", HashEmbeddings(1024))
 
 
@@ -623,3 +623,22 @@ def test_a_store_holding_another_corpus_is_refused_or_replaced(tmp_path):
     reloaded = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
     assert reloaded.chunk_ids == second.chunk_ids and "Lisk" not in [d.title for d in reloaded.documents]
     assert {c.metadata["title"] for c in reloaded.search("river", 20)} <= {t for t, _ in PASSAGES}
+
+
+def test_update_reindexes_only_changed_titles(tmp_path):
+    """Issue 25: add, change and remove documents at the cost of the change."""
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
+    built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), persist_dir=tmp_path, show_progress=False)
+    untouched = built.document("Dunmere").chunk_ids
+    changed = [p if p.title != "Lantern Road" else Passage(p.id, p.title, "Lantern Road is a 1961 film.") for p in passages]
+    changed = [p for p in changed if p.title != "Franco Rossi (footballer)"]
+    changed.append(Passage("new", "Quern Viaduct", "The Quern Viaduct crosses the Lisk."))
+    report = built.update(changed)
+    assert report == {"added": ["Quern Viaduct"], "changed": ["Lantern Road"], "removed": ["Franco Rossi (footballer)"]}
+    assert built.document("Dunmere").chunk_ids == untouched
+    assert built.rank_titles("Quern Viaduct")[0][0] == "Quern Viaduct"
+    assert [t for t, _ in built.rank_titles("Franco Rossi")] == ["Franco Rossi (director)"]
+    assert built.rank_chunks("Lantern Road", "When?")[0].page_content == "Lantern Road is a 1961 film."
+    built.persist(tmp_path)
+    again = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
+    assert again.chunk_ids == built.chunk_ids and [d.title for d in again.documents] == [d.title for d in built.documents]

@@ -23,11 +23,16 @@ def retriever(k: int = 2) -> KeywordRetriever:
 class Script:
     """Answers by role, recognised from the Table 1 prompt each node sends."""
 
-    def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere"):
+    def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere",
+                 names=("Tomas Halvard",)):
         self.judge, self.plan, self.local, self.answer = list(judge), list(plan), local, answer
+        self.names = list(names)
         self.calls: list[str] = []
 
     def __call__(self, prompt: str) -> str:
+        if "Reply with its name only" in prompt:
+            self.calls.append("replan")
+            return self.names.pop(0) if len(self.names) > 1 else self.names[0]
         if prompt.startswith("Passages:"):
             self.calls.append("global")
             return "Halvard designed the bridge. [DONE] trailing text"
@@ -80,28 +85,36 @@ def test_loop_stops_at_max_iterations_and_goes_straight_to_generate():
     assert script.calls.count("judge") == 2 and script.calls.count("plan") == 2
 
 
-def test_a_repeated_plan_is_asked_again_once_and_a_second_repeat_ends_the_loop():
-    script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard", "Who is Tomas Halvard?"))
+def test_a_repeated_plan_is_replanned_once_and_a_second_repeat_ends_the_loop():
+    script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard"), names=("",))
     state = run(script, max_iterations=5)
     assert state["stop_reason"] == "repeated_sub_question" and state["replans"] == 1
     assert state["iterations"] == 2 and state["sub_questions"] == ["Who is Tomas Halvard?"]
-    assert script.calls[-3:] == ["plan", "plan", "generate"]
+    assert script.calls[-3:] == ["plan", "replan", "generate"]
 
 
 def test_a_plan_repeating_the_question_is_replanned_into_a_second_hop():
     """Issue 22: on 2Wiki with the 0.5B model, 12 of 20 runs ended after round 1 because the planner
-    returned the question itself; the re-plan names the repetition and asks for the missing piece."""
-    script = Script(judge=("No", "Yes"), plan=(QUESTION, "Who designed the Kesh Bridge?"))
+    returned the question itself. The re-plan names the repetition and asks which entity is missing;
+    the next round looks that entity up."""
+    script = Script(judge=("No", "Yes"), plan=(QUESTION,), names=("Tomas Halvard",))
     model = ScriptedChatModel(script)
     state = build_resp_graph(model, retriever()).invoke({"question": QUESTION})
-    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["iterations"] == 2
+    assert state["sub_questions"] == ["What is known about Tomas Halvard?"] and state["iterations"] == 2
     assert state["replans"] == 1 and state["stop_reason"] == "sufficient"
-    replan = next(p for p in model.prompts if "already asked" in p)
-    assert QUESTION in replan and "missing" in replan
+    replan = next(p for p in model.prompts if "Reply with its name only" in p)
+    assert f'repeats "{QUESTION}"' in replan and "[Global evidence memory]" in replan
+
+
+def test_a_name_already_looked_up_is_a_second_repeat():
+    script = Script(judge=("No",), plan=(QUESTION,), names=("Tomas Halvard",))
+    state = run(script, max_iterations=5)
+    assert state["sub_questions"] == ["What is known about Tomas Halvard?"]
+    assert state["stop_reason"] == "repeated_sub_question" and state["replans"] == 2
 
 
 def test_a_paraphrase_of_the_question_counts_as_a_repeat():
-    script = Script(plan=("Where was the Kesh Bridge's designer born?", "Where was the Kesh Bridge designer born?"))
+    script = Script(plan=("Where was the Kesh Bridge's designer born?",), names=("",))
     state = run(script)
     assert state["stop_reason"] == "repeated_sub_question" and state["iterations"] == 1 and state["replans"] == 1
 
@@ -112,9 +125,9 @@ def test_without_replanning_the_first_repeat_ends_the_loop():
 
 
 def test_a_plan_cut_at_the_token_cap_is_no_sub_question():
-    script = Script(judge=("No", "Yes"), plan=(("Who designed the Kesh", "length"), "Who designed the Kesh Bridge?"))
+    script = Script(judge=("No", "Yes"), plan=(("Who designed the Kesh", "length"),), names=("Tomas Halvard",))
     state = run(script)
-    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["replans"] == 1
+    assert state["sub_questions"] == ["What is known about Tomas Halvard?"] and state["replans"] == 1
 
 
 def test_a_reused_thread_answers_each_question_afresh():

@@ -1,0 +1,141 @@
+"""GARLIC as ``multihop-rag`` drives it (entry point ``garlic`` of ``multihop_rag.methods``).
+
+The evidence of an answer is the search's visited nodes in visit order: a level-1 chunk holds the
+text of every passage packed into it; an information point (the model's summary) holds none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from llama_index_garlic.attention import AttentionModel, load_attention_model
+from llama_index_garlic.config import GarlicConfig
+from llama_index_garlic.index import GarlicIndex
+from llama_index_garlic.query_engine import source_nodes
+from multihop_rag.corpus import Passage
+from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+
+__all__ = ["GarlicSettings", "GarlicMethod", "GarlicAnswerer", "METHOD"]
+
+
+class GarlicSettings(GarlicConfig):
+    """GARLIC's settings as the command line takes them: the graph's knobs and the attention model."""
+
+    attention_model: str = Field(
+        "auto",
+        description="auto: the llamacpp LLM's own GGUF through transformers (none for a served model); none: "
+        "embedding mode; or a GGUF file / Hugging Face model folder.",
+    )
+
+
+@cache
+def _attention(spec: str) -> AttentionModel | None:
+    """One attention model per process (loading dequantizes the GGUF: tens of seconds)."""
+    return load_attention_model(spec)
+
+
+def attention_for(settings: GarlicSettings, llm_spec: str) -> AttentionModel | None:
+    """The attention model of ``settings.attention_model`` for an LLM spec (``auto``: its own GGUF)."""
+    option = settings.attention_model
+    if option == "none":
+        return None
+    if option == "auto":
+        kind, _, name = llm_spec.partition(":")
+        return _attention(name) if kind == "llamacpp" else None
+    return _attention(option)
+
+
+class GarlicAnswerer:
+    """A GARLIC index as an application answers with it."""
+
+    def __init__(self, index: GarlicIndex, folder: Path | None = None):
+        self.index, self.folder = index, folder
+
+    def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
+        started = time.perf_counter()
+        result = self.index.search(question, answer=True)
+        if trace:
+            for node_id, reply in zip(result.visited, [None] * (len(result.visited) - len(result.replies)) + result.replies,
+                                      strict=True):
+                node = self.index.graph.node(node_id)  # type: ignore[union-attr]
+                trace({"step": "visit", "level": node.level, "text": node.text, "sufficient": reply})
+        evidence: list[Evidence] = []
+        for hit in source_nodes(self.index, result):
+            level = int(hit.node.metadata.get("level", 0))
+            doc_ids = [d for d in str(hit.node.metadata.get("doc_ids", "")).split(",") if d]
+            evidence.append(Evidence(id=hit.node.node_id, title="", text=hit.node.get_content(), score=float(hit.score or 0.0),
+                                     passage_ids=doc_ids if level == 1 else [], kind="chunk" if level == 1 else "information_point"))
+        info = {"stop_reason": result.stop_reason, "complete": result.complete, "visited": len(result.visited),
+                "limit_hit": result.stop_reason in ("budget", "max_steps")}
+        return Answer(question, (result.answer or "").strip(), evidence, time.perf_counter() - started, info=info)
+
+    def update(self, passages: Sequence[Passage]) -> UpdateReport:
+        """Make the index hold exactly ``passages`` (new, changed by hash, removed), then persist it."""
+        started, before = time.perf_counter(), self.index.llm.usage
+        documents = [p.to_llama_index() for p in passages]
+        wanted = {d.doc_id for d in documents}
+        report = UpdateReport(removed=[d for d in self.index.documents if d not in wanted])
+        for doc_id in report.removed:
+            self.index.delete_ref_doc(doc_id)
+        known = set(self.index.documents)
+        fresh = self.index.refresh_ref_docs(documents)
+        report.added = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id not in known]
+        report.changed = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id in known]
+        if self.folder is not None and report:
+            self.index.persist(self.folder)
+        report.llm_calls, report.seconds = (self.index.llm.usage - before).calls, time.perf_counter() - started
+        return report
+
+    def stats(self) -> dict[str, Any]:
+        return self.index.stats()
+
+    def as_langchain_retriever(self, k: int = 5) -> Any:
+        from multihop_rag.retrievers import LlamaIndexRetriever
+
+        return LlamaIndexRetriever(index=_Visited(self.index), k=k)
+
+
+class _Visited:
+    """The search's visited nodes with LlamaIndex's ``as_retriever(similarity_top_k=…)`` signature."""
+
+    def __init__(self, index: GarlicIndex):
+        self.index = index
+
+    def as_retriever(self, similarity_top_k: int) -> Any:
+        return self.index.as_retriever()
+
+
+class GarlicMethod:
+    """GARLIC as the command line and the evaluation drive it."""
+
+    name = "garlic"
+    summary = "graph of information points with attention-weighted edges; the LLM walks it and says when it has enough"
+    builds = True
+    config_class = GarlicSettings
+    source_packages = ("llama_index_garlic",)
+
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+              overwrite: bool = False) -> GarlicAnswerer:
+        assert isinstance(config, GarlicSettings)
+        index = GarlicIndex.from_documents(
+            [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed,
+            attention_model=attention_for(config, models.llm_spec), config=config, persist_dir=folder, overwrite=overwrite,
+            max_concurrency=models.max_concurrency,
+        )
+        return GarlicAnswerer(index, folder)
+
+    def load(self, folder: Path, models: Models, config: BaseModel) -> GarlicAnswerer:
+        assert isinstance(config, GarlicSettings)
+        index = GarlicIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
+                                             attention_model=attention_for(config, models.llm_spec),
+                                             max_concurrency=models.max_concurrency)
+        return GarlicAnswerer(index, folder)
+
+
+METHOD = GarlicMethod()

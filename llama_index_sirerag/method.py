@@ -1,0 +1,113 @@
+"""SiReRAG and RAPTOR as ``multihop-rag`` drives them (entry points ``sirerag`` and ``raptor``).
+
+RAPTOR is SiReRAG's own baseline: the similarity tree alone (``SiReRAGConfig(relatedness=False)``).
+A query retrieves the top 20 nodes of the pool and answers with §5.4's prompt; the evidence is
+the retrieved nodes in rank order, a chunk standing for its passage and a summary or aggregate
+for none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.schema import NodeWithScore
+from pydantic import BaseModel
+
+from llama_index_sirerag.config import SiReRAGConfig
+from llama_index_sirerag.index import SiReRAGIndex
+from multihop_rag.corpus import Passage
+from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+
+__all__ = ["SiReRAGMethod", "SiReRAGAnswerer", "SIRERAG", "RAPTOR", "evidence"]
+
+
+def evidence(hits: Sequence[NodeWithScore]) -> list[Evidence]:
+    """The retrieved pool nodes: a chunk holds its passage's text; a summary, an aggregate or a
+    proposition (the model's rewrite) holds none."""
+    out = []
+    for hit in hits:
+        meta = hit.node.metadata
+        kind = str(meta.get("kind", "chunk"))
+        passages = [str(meta["passage_id"])] if kind == "chunk" and meta.get("passage_id") else []
+        out.append(Evidence(id=hit.node.node_id, title=str(meta.get("title", "")), text=hit.node.get_content(),
+                            score=float(hit.score or 0.0), passage_ids=passages, kind=kind))
+    return out
+
+
+class SiReRAGAnswerer:
+    """A SiReRAG (or RAPTOR) index as an application answers with it."""
+
+    def __init__(self, index: SiReRAGIndex, folder: Path | None = None, top_k: int = 20):
+        self.index, self.folder, self.top_k = index, folder, top_k
+
+    def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
+        started = time.perf_counter()
+        response = self.index.as_query_engine(similarity_top_k=self.top_k).query(question)
+        if trace:
+            for hit in response.source_nodes:
+                meta = hit.node.metadata
+                trace({"step": "retrieve", "tree": meta.get("tree"), "level": meta.get("level"), "kind": meta.get("kind"),
+                       "score": round(float(hit.score or 0.0), 3), "text": hit.node.get_content()})
+        return Answer(question, str(response).strip(), evidence(response.source_nodes), time.perf_counter() - started)
+
+    def update(self, passages: Sequence[Passage]) -> UpdateReport:
+        """Make the index hold exactly ``passages`` (new, changed by hash, removed), then persist it."""
+        started, before = time.perf_counter(), self.index.llm.usage
+        documents = [p.to_llama_index() for p in passages]
+        wanted = {d.doc_id for d in documents}
+        report = UpdateReport(removed=[d for d in self.index.documents if d not in wanted])
+        rewritten = 0
+        for doc_id in report.removed:
+            self.index.delete_ref_doc(doc_id)
+            rewritten += self.index.last_update["summaries_rewritten"]
+        known = set(self.index.documents)
+        fresh = self.index.refresh_ref_docs(documents)
+        rewritten += self.index.last_update.get("summaries_rewritten", 0) if any(fresh) else 0
+        report.added = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id not in known]
+        report.changed = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id in known]
+        if self.folder is not None and report:
+            self.index.persist(self.folder)
+        report.llm_calls = (self.index.llm.usage - before).calls
+        report.summaries_rewritten, report.seconds = rewritten, time.perf_counter() - started
+        return report
+
+    def stats(self) -> dict[str, Any]:
+        return self.index.stats()
+
+    def as_langchain_retriever(self, k: int = 5) -> Any:
+        return self.index.as_retriever(similarity_top_k=k).as_langchain()
+
+
+class SiReRAGMethod:
+    """SiReRAG (or, without the relatedness tree, RAPTOR) as the command line and the evaluation drive it."""
+
+    builds = True
+    config_class = SiReRAGConfig
+    source_packages = ("llama_index_sirerag",)
+
+    def __init__(self, name: str, relatedness: bool, summary: str):
+        self.name, self.relatedness, self.summary = name, relatedness, summary
+
+    def _config(self, config: BaseModel) -> SiReRAGConfig:
+        assert isinstance(config, SiReRAGConfig)
+        return config.model_copy(update={"relatedness": self.relatedness})
+
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+              overwrite: bool = False) -> SiReRAGAnswerer:
+        index = SiReRAGIndex.from_documents(
+            [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed, config=self._config(config),
+            persist_dir=folder, overwrite=overwrite, max_concurrency=models.max_concurrency,
+        )
+        return SiReRAGAnswerer(index, folder)
+
+    def load(self, folder: Path, models: Models, config: BaseModel) -> SiReRAGAnswerer:
+        index = SiReRAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
+                                              max_concurrency=models.max_concurrency)
+        return SiReRAGAnswerer(index, folder)
+
+
+SIRERAG = SiReRAGMethod("sirerag", True, "similarity tree (RAPTOR) + relatedness tree of entity-grouped propositions, one pool")
+RAPTOR = SiReRAGMethod("raptor", False, "RAPTOR: clustered recursive summaries, top-20 over every level (SiReRAG's baseline)")

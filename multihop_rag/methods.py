@@ -1,0 +1,180 @@
+"""What the application layer (command line, evaluation, demo) needs from a method, and what it gives.
+
+A method package implements :class:`Method` and registers it as an entry point of the group
+``multihop_rag.methods`` (``pyproject.toml``)::
+
+    [project.entry-points."multihop_rag.methods"]
+    mymethod = "my_package.method:METHOD"
+
+so ``multihop-rag index|ask|eval`` find it without importing any method by name; a user's own
+method joins the same way. Everything here is framework-neutral data: an :class:`Answer` with its
+ranked :class:`Evidence` and trace, the shared :class:`Models`, an :class:`UpdateReport`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import BaseModel
+
+from multihop_rag.cache import CachedLLM, SQLiteChatCache
+from multihop_rag.corpus import Passage
+from multihop_rag.usage import Usage
+
+__all__ = [
+    "Evidence",
+    "Answer",
+    "TraceSink",
+    "UpdateReport",
+    "Models",
+    "MethodIndex",
+    "Method",
+    "source_hash",
+]
+
+
+@dataclass
+class Evidence:
+    """One unit a method retrieved or visited, in rank order."""
+
+    id: str
+    """The unit's id (a passage, a chunk, a tree or graph node)."""
+    title: str
+    text: str
+    score: float = 0.0
+    passage_ids: list[str] = field(default_factory=list)
+    """Passages whose text this unit holds: a passage itself, a chunk of it, a chunk packing several;
+    none for a summary, an aggregate or an information point (the model's rewrite of many)."""
+    kind: str = "passage"
+    """``passage``, ``chunk``, ``summary``, ``aggregate``, ``proposition`` or ``information_point``."""
+
+
+@dataclass
+class Answer:
+    """An answer with the evidence it was given, its trace and what it cost."""
+
+    question: str
+    text: str
+    evidence: list[Evidence] = field(default_factory=list)
+    seconds: float = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    """The reasoning as it happened: sub-questions, memories, documents, visited nodes, replies …"""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Outcome fields: ``stop_reason``, ``limit_hit`` (a loop ended at its bound), ``copied_example`` …"""
+
+
+TraceSink = Callable[[dict[str, Any]], None]
+"""Receives trace events as they happen (``{"step": …, …}``): the command line's ``--trace``."""
+
+
+@dataclass
+class UpdateReport:
+    """What an incremental update did."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    summaries_rewritten: int = 0
+    seconds: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+@dataclass
+class Models:
+    """The models every method of one run shares."""
+
+    llm: CachedLLM
+    """LlamaIndex LLM (counted; cached when a cache is given)."""
+    embed: BaseEmbedding
+    chat: BaseChatModel
+    """LangChain chat model on the same weights (counted by ``chat_usage``)."""
+    lc_embed: Embeddings
+    llm_spec: str = ""
+    embed_spec: str = ""
+    chat_usage: Usage = field(default_factory=Usage)
+    """Calls and tokens of ``chat`` (a :class:`~multihop_rag.cache.UsageCallback` fills it)."""
+    chat_cache: SQLiteChatCache | None = None
+    max_concurrency: int = 1
+    """LLM calls a build keeps in flight (:func:`multihop_rag.concurrency.default_concurrency`)."""
+
+    def usage(self) -> Usage:
+        """Calls that reached a model, calls answered by a cache, tokens and busy time, both frameworks."""
+        a, b = self.llm.usage, self.chat_usage
+        hits = self.chat_cache.hits if self.chat_cache is not None else 0
+        return Usage(
+            calls=a.calls + b.calls - hits,
+            cache_hits=a.cache_hits + hits,
+            prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+            completion_tokens=a.completion_tokens + b.completion_tokens,
+            seconds=a.seconds,
+            busy_seconds=a.busy_seconds,
+        )
+
+
+@runtime_checkable
+class MethodIndex(Protocol):
+    """A built (or reloaded) index of a method, ready to answer."""
+
+    def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
+        """Answer ``question`` with its ranked evidence; ``trace`` receives each step as it happens."""
+        ...
+
+    def update(self, passages: Sequence[Passage]) -> UpdateReport:
+        """Make the index hold exactly ``passages``: add new ones, re-index changed ones (same id, other
+        text), remove the others, at the cost of the change."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Structure, build cost by stage, cache location."""
+        ...
+
+
+@runtime_checkable
+class Method(Protocol):
+    """A method as the application layer drives it."""
+
+    name: str
+    summary: str
+    """One line: what it does."""
+    builds: bool
+    """Whether building its index calls the LLM (an estimate is worth printing)."""
+    config_class: type[BaseModel]
+    """Its settings (``--set name.field=value`` on the command line)."""
+    source_packages: tuple[str, ...]
+    """Packages whose source decides its answers (the code version of an evaluation)."""
+
+    def build(
+        self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *, overwrite: bool = False
+    ) -> MethodIndex:
+        """Build the index into ``folder`` (resuming an interrupted build there) and persist it."""
+        ...
+
+    def load(self, folder: Path, models: Models, config: BaseModel) -> MethodIndex:
+        """Reload the index persisted in ``folder``."""
+        ...
+
+
+def source_hash(packages: Sequence[str]) -> str:
+    """A short hash of the ``.py`` sources of ``packages`` (modules or packages), for an evaluation's setting."""
+    digest = hashlib.sha256()
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        root = Path(spec.origin).parent if spec.submodule_search_locations else Path(spec.origin)
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        for path in files:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
