@@ -11,9 +11,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 PYTEST := $(BIN)/python -m pytest
-LINT := $(BIN)/ruff check .
+PACKAGES := multihop_rag llama_index_sirerag llama_index_k2rag llama_index_garlic langchain_resp langgraph_hirag
+LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES)
 
-.PHONY: setup demo test test-unit test-integration test-slow lint bench lock clean
+.PHONY: setup demo test test-unit test-integration test-slow lint bench cookbooks lock clean
 
 # Everything installs from constraints.txt (exact versions; `make lock` regenerates it). pip takes the two
 # packages it has local copies of: torch (the machine's CPU build; a looser source pulls GBs of CUDA) and
@@ -52,6 +53,11 @@ test-slow: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_backends.py
+
+# Execute the cookbooks in place on the fast embedded model (the run the tests do), outputs committed.
+cookbooks: setup
+	cd cookbooks && MULTIHOP_RAG_LLM=llamacpp:qwen2.5-coder-0.5b MULTIHOP_RAG_EMBED=st:default \
+		../$(BIN)/jupyter execute --inplace *.ipynb
 
 # Regenerate constraints.txt from pyproject.toml's ranges (the CPU build of torch from this machine's wheels).
 lock: setup

@@ -139,7 +139,7 @@ def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseCh
 
 def resp_state_graph(
     llm: BaseChatModel | Mapping[str, BaseChatModel], retriever: BaseRetriever, config: ReSPConfig | None = None
-) -> StateGraph:
+) -> StateGraph[ReSPState, ReSPConfig, ReSPInput, ReSPOutput]:
     """The uncompiled ReSP graph, to add or rewire nodes before compiling (e.g. a reranker between
     ``retrieve`` and ``summarize``: ``graph.add_node(...)``, then replace that edge)."""
     models = _roles(llm)

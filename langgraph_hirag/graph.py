@@ -220,7 +220,8 @@ def _per_question_reset() -> dict[str, Any]:
 
 
 def _add_retrieval_nodes(
-    graph: StateGraph, models: dict[str, BaseChatModel], corpus: HierarchicalCorpus, default: HiRAGConfig, after_record: str
+    graph: StateGraph[Any, Any, Any, Any], models: dict[str, BaseChatModel], corpus: HierarchicalCorpus, default: HiRAGConfig,
+    after_record: str
 ) -> None:
     """The Retriever and Filter of HiRAG (§4.3-4.4) for ``state["current"]``, ending in ``record``."""
 
@@ -304,7 +305,8 @@ def _add_retrieval_nodes(
 
     def verify(state: HiRAGState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
-        sub_question, flagged = state["current"], []
+        sub_question = state["current"]
+        flagged: list[str] = []
         prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
         response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
         verdict = yield from judge(response, sub_question)
@@ -422,7 +424,7 @@ def _add_retrieval_nodes(
 
 def hirag_state_graph(
     llm: BaseChatModel | Mapping[str, BaseChatModel], corpus: HierarchicalCorpus, config: HiRAGConfig | None = None
-) -> StateGraph:
+) -> StateGraph[HiRAGState, HiRAGConfig, HiRAGInput, HiRAGOutput]:
     """The uncompiled HiRAG graph, to add or rewire nodes before compiling."""
     models = _roles(llm)
     default = config or HiRAGConfig()
@@ -525,7 +527,7 @@ def build_hirag_graph(
 
 def build_hirag_retrieval_graph(
     llm: BaseChatModel | Mapping[str, BaseChatModel], corpus: HierarchicalCorpus, *, config: HiRAGConfig | None = None
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[HiRAGState, HiRAGConfig, HiRAGState, HiRAGState]:
     """HiRAG's Retriever + Filter alone (§6.5): input ``{"question": q, "current": q}`` for a
     single-hop question; the final state's ``trace[0]`` says what was retrieved and verified."""
     graph = StateGraph(HiRAGState, context_schema=HiRAGConfig)

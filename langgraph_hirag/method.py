@@ -77,10 +77,24 @@ class HiRAGIndex:
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
+        """Make the corpus hold exactly ``passages``; the report names passages (the corpus re-indexes by title)."""
         started = time.perf_counter()
+        before = {d.title: d.passage_ids for d in self.corpus.documents}
         changes = self.corpus.update(passages)
+        after = {d.title: d.passage_ids for d in self.corpus.documents}
         self.corpus.persist(self.folder)
-        return UpdateReport(changes["added"], changes["changed"], changes["removed"], seconds=time.perf_counter() - started)
+        report = UpdateReport(seconds=0.0)
+        for title in changes["added"]:
+            report.added += after[title]
+        for title in changes["removed"]:
+            report.removed += before[title]
+        for title in changes["changed"]:
+            old, new = set(before[title]), after[title]
+            report.added += [p for p in new if p not in old]
+            report.changed += [p for p in new if p in old]
+            report.removed += [p for p in before[title] if p not in set(new)]
+        report.seconds = time.perf_counter() - started
+        return report
 
     def stats(self) -> dict[str, Any]:
         chunks = len(self.corpus.chunk_ids)

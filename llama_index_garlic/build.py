@@ -272,10 +272,10 @@ def build_graph(
         next_level: list[GraphNode] = []
         exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = []
         old_node = {n.id: n for n in previous.nodes} if previous is not None else {}
-        for i, (batch, points) in enumerate(plan):
-            if points is not None:  # unchanged batch: its points, edges and vectors stay
-                next_level += [old_node[p] for p in points]
-                edges.update({p: previous.edges[p] for p in points})  # type: ignore[union-attr]
+        for i, (batch, kept_points) in enumerate(plan):
+            if kept_points is not None:  # unchanged batch: its points, edges and vectors stay
+                next_level += [old_node[p] for p in kept_points]
+                edges.update({p: previous.edges[p] for p in kept_points})  # type: ignore[union-attr]
                 continue
             result = results[i]
             if result is None or isinstance(result, Exception):

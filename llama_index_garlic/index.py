@@ -225,7 +225,7 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
 
     # ---- updates (BaseIndex) -------------------------------------------------------------------------
 
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
         """Add one document or several (a known id is re-indexed)."""
         documents = [document] if isinstance(document, Document) else list(document)
         self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
@@ -290,7 +290,7 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
             answer=answer,
         )
 
-    def as_retriever(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicRetriever:  # type: ignore[override]
+    def as_retriever(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicRetriever:
         """The visited nodes of a search, in visit order."""
         return GarlicRetriever(self, stop_patience=stop_patience, **kwargs)
 

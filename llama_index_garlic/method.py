@@ -16,9 +16,11 @@ from pydantic import BaseModel, Field
 
 from llama_index_garlic.attention import AttentionModel, load_attention_model
 from llama_index_garlic.config import GarlicConfig
+from llama_index_garlic.estimate import estimate
 from llama_index_garlic.index import GarlicIndex
 from llama_index_garlic.query_engine import source_nodes
 from multihop_rag.corpus import Passage
+from multihop_rag.estimate import BuildEstimate
 from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["GarlicSettings", "GarlicMethod", "GarlicAnswerer", "METHOD"]
@@ -61,8 +63,8 @@ class GarlicAnswerer:
         started = time.perf_counter()
         result = self.index.search(question, answer=True)
         if trace:
-            for node_id, reply in zip(result.visited, [None] * (len(result.visited) - len(result.replies)) + result.replies,
-                                      strict=True):
+            replies: list[str | None] = [None] * (len(result.visited) - len(result.replies)) + list(result.replies)
+            for node_id, reply in zip(result.visited, replies, strict=True):
                 node = self.index.graph.node(node_id)  # type: ignore[union-attr]
                 trace({"step": "visit", "level": node.level, "text": node.text, "sufficient": reply})
         evidence: list[Evidence] = []
@@ -129,6 +131,11 @@ class GarlicMethod:
             max_concurrency=models.max_concurrency,
         )
         return GarlicAnswerer(index, folder)
+
+    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+        """Calls and tokens of a build (:mod:`llama_index_garlic.estimate`)."""
+        assert isinstance(config, GarlicSettings)
+        return estimate(passages, config, models.llm.metadata.context_window)
 
     def load(self, folder: Path, models: Models, config: BaseModel) -> GarlicAnswerer:
         assert isinstance(config, GarlicSettings)

@@ -131,7 +131,8 @@ def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int, limit: in
         top = sorted(top, key=lambda i: -similarity[i])[: max(1, limit)]
     if sum(graph.nodes[i].tokens + 2 for i in top) <= budget:
         return top
-    chosen, used = [], 0
+    chosen: list[int] = []
+    used = 0
     for i in sorted(top, key=lambda i: -similarity[i]):
         cost = graph.nodes[i].tokens + 2
         if chosen and used + cost > budget // 2:
@@ -172,7 +173,7 @@ def graph_search(
     order: list[int] = []
     chosen_scores: list[float | None] = []
     raw_attention = np.zeros(n)
-    session = attention.session(question, kv_cache=kv_cache) if use_attention else None
+    session = attention.session(question, kv_cache=kv_cache) if attention is not None and use_attention else None
     room = budget - count_tokens(prompts.FIRST_TURN_HEAD.format(question=question))
     used = 0
 
@@ -214,7 +215,7 @@ def graph_search(
         a = None
         if use_attention:
             weighted = np.zeros(n)
-            weighted[order] = position_weighted(raw_attention[order])
+            weighted[order] = position_weighted(raw_attention[order].tolist())
             a = weighted
         scores = next_node_scores(adjacency, a, similarity if (embedding_search or not use_attention) else None, visited)
         best = int(np.argmax(scores))

@@ -140,7 +140,7 @@ def _settings(
 ) -> dict[str, Any]:
     """GraphRAG's configuration for a local model with a ``context_tokens`` window."""
     vector_size = len(embed_model.get_text_embedding("dimension probe"))
-    chat = {
+    chat: dict[str, Any] = {
         "model_provider": "openai",
         "model": endpoint.model,
         "api_base": endpoint.api_base,
@@ -149,7 +149,7 @@ def _settings(
         # 1.5B model), and the gleaning turn then overflows it: cap every answer.
         "call_args": {"temperature": 0.0, "max_tokens": max(256, context_tokens // 8)},
     }
-    models = {"default_completion_model": chat}
+    models: dict[str, Any] = {"default_completion_model": chat}
     if endpoint.grammar:
         grammar = extraction_grammar(entity_types)
         # A reply cut at the token cap loses the record it was writing (the server drops it):

@@ -267,7 +267,9 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
                 self.kg = _graphrag(self.llm, self.embed_model, fresh, show_progress=self._show_progress,
                                     max_concurrency=self.max_concurrency, **self._kg_options)
             return
-        if (gone or fresh) and not isinstance(self.kg, UpdatableGraph):
+        if not (gone or fresh):
+            return
+        if not isinstance(self.kg, UpdatableGraph):
             raise NotImplementedError(f"the {self.kg.name} graph cannot be updated in place: rebuild the index")
         if gone:
             self.kg.remove(gone)
@@ -276,7 +278,7 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
 
     # ---- updates (BaseIndex) ---------------------------------------------------------------------------
 
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
         """Add one document or several (a known id is re-indexed)."""
         documents = [document] if isinstance(document, Document) else list(document)
         self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
@@ -347,7 +349,7 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
             "cache": self.llm.cache.describe() if self.llm.cache is not None else None,
         }
 
-    def as_retriever(self, alpha: float | None = None, similarity_top_k: int | None = None, **kwargs: Any) -> HybridRetriever:  # type: ignore[override]
+    def as_retriever(self, alpha: float | None = None, similarity_top_k: int | None = None, **kwargs: Any) -> HybridRetriever:
         """The hybrid retriever of eq. (3)-(4) (defaults: λ = 0.8, k = 10)."""
         if self.sparse is None:
             raise CorpusError("the index holds no document")
@@ -436,7 +438,10 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
                     summarizer=summarizer if summarizer is not None else manifest["summarizer"], kg=kg,
                     storage_context=storage, index_struct=K2RAGStruct(index_id=manifest["index_id"]),
                     max_concurrency=max_concurrency)
-        index._dense = load_index_from_storage(storage, index_id=manifest["dense_index_id"], embed_model=embed_model)
+        dense = load_index_from_storage(storage, index_id=manifest["dense_index_id"], embed_model=embed_model)
+        if not isinstance(dense, VectorStoreIndex):
+            raise IndexFolderError(f"{folder}: the dense store is a {type(dense).__name__}, not a VectorStoreIndex")
+        index._dense = dense
         payload = json.loads((folder / "k2rag.json").read_text())
         index.documents, index._stages.figures, index.last_update = payload["documents"], payload["stages"], payload["last_update"]
         index._llm_before = Usage(**payload["llm"]) - index.llm.usage

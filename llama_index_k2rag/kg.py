@@ -146,4 +146,6 @@ class PropertyGraphKG:
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding) -> PropertyGraphKG:
         storage = StorageContext.from_defaults(persist_dir=str(folder))
         index = load_index_from_storage(storage, llm=llm, embed_model=embed_model)
+        if not isinstance(index, PropertyGraphIndex):
+            raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
         return cls(index, llm)

@@ -16,8 +16,10 @@ from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel
 
 from llama_index_k2rag.config import K2RAGConfig
+from llama_index_k2rag.estimate import estimate
 from llama_index_k2rag.index import K2RAGIndex
 from multihop_rag.corpus import Passage
+from multihop_rag.estimate import BuildEstimate
 from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["K2RAGMethod", "K2RAGAnswerer", "METHOD", "evidence"]
@@ -106,6 +108,11 @@ class K2RAGMethod:
             persist_dir=folder, overwrite=overwrite, max_concurrency=models.max_concurrency,
         )
         return K2RAGAnswerer(index, folder)
+
+    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+        """Calls and tokens of a build (:mod:`llama_index_k2rag.estimate`)."""
+        assert isinstance(config, K2RAGConfig)
+        return estimate(passages, config)
 
     def load(self, folder: Path, models: Models, config: BaseModel) -> K2RAGAnswerer:
         index = K2RAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,

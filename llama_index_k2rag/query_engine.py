@@ -119,9 +119,11 @@ class NaiveQueryEngine(CustomQueryEngine):
         if self.kg is not None:
             hits: list[NodeWithScore] = []
             context = self.kg.query(query_str)
-        else:
+        elif self.retriever is not None:
             hits = self.retriever.retrieve(query_str)
             context = _context(hits)
+        else:
+            raise ValueError("a K²RAG query engine needs a knowledge graph or a retriever")
         retrieved = time.perf_counter() - started
         started = time.perf_counter()
         answer = self.llm.complete(prompts.ANSWER.format(context=context, question=query_str)).text.strip()

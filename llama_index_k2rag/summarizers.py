@@ -95,7 +95,7 @@ class Seq2SeqSummarizer:
         if self._pipeline is None:
             from transformers import pipeline
 
-            self._pipeline = pipeline("summarization", model=self.model_path, device="cpu")
+            self._pipeline = pipeline("summarization", model=self.model_path, device="cpu")  # type: ignore[call-overload]
         out = self._pipeline(text, max_length=self.max_length, no_repeat_ngram_size=3, truncation=True)
         return out[0]["summary_text"].strip() or text
 

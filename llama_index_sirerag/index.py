@@ -80,6 +80,21 @@ class SiReRAGStruct(IndexStruct):
         return "sirerag"
 
 
+def split_chunks(documents: Sequence[Document], config: SiReRAGConfig) -> list[TreeNode]:
+    """The leaf chunks of ``documents``: ``SentenceSplitter`` pieces, each starting with its document's title."""
+    splitter = SentenceSplitter(chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap)
+    chunks: dict[str, TreeNode] = {}
+    for doc in documents:
+        title = str(doc.metadata.get("title") or "")
+        passage = str(doc.metadata.get("passage_id") or doc.doc_id)
+        for piece in splitter.split_text(doc.text):
+            text = f"{title}\n{piece}" if title else piece
+            nid = node_id("similarity", "chunk", 0, f"{doc.doc_id}\n{text}")
+            chunks.setdefault(nid, TreeNode(id=nid, text=text, tree="similarity", level=0, kind="chunk",
+                                            metadata={"doc_id": doc.doc_id, "passage_id": passage, "title": title}))
+    return list(chunks.values())
+
+
 def _text_node(node: TreeNode) -> TextNode:
     metadata = {
         "tree": node.tree,
@@ -208,17 +223,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
 
     def _chunks(self, documents: Sequence[Document]) -> list[TreeNode]:
-        splitter = SentenceSplitter(chunk_size=self.config.chunk_size, chunk_overlap=self.config.chunk_overlap)
-        chunks: dict[str, TreeNode] = {}
-        for doc in documents:
-            title = str(doc.metadata.get("title") or "")
-            passage = str(doc.metadata.get("passage_id") or doc.doc_id)
-            for piece in splitter.split_text(doc.text):
-                text = f"{title}\n{piece}" if title else piece
-                nid = node_id("similarity", "chunk", 0, f"{doc.doc_id}\n{text}")
-                chunks.setdefault(nid, TreeNode(id=nid, text=text, tree="similarity", level=0, kind="chunk",
-                                                metadata={"doc_id": doc.doc_id, "passage_id": passage, "title": title}))
-        return list(chunks.values())
+        return split_chunks(documents, self.config)
 
     def _embed(self, nodes: Sequence[TreeNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]
@@ -372,7 +377,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
 
     # ---- updates (BaseIndex) ---------------------------------------------------------------------------
 
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:  # type: ignore[override]
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
         """Add one document or several (one update for all: each summary above the change is written once)."""
         documents = [document] if isinstance(document, Document) else list(document)
         known = [d.doc_id for d in documents if d.doc_id in self.documents]
@@ -412,7 +417,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
 
     # ---- querying -----------------------------------------------------------------------------------
 
-    def as_retriever(  # type: ignore[override]
+    def as_retriever(
         self, similarity_top_k: int = 20, tree: str | None = None, kind: str | None = None, **kwargs: Any
     ) -> SiReRAGRetriever:
         """Top-k over the whole pool (§5.4: k = 20), or over one ``tree`` or ``kind`` of node."""
@@ -516,7 +521,10 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         struct = SiReRAGStruct(index_id=manifest["index_id"])
         SiReRAGIndex.__init__(self, llm=llm, embed_model=embed_model, config=SiReRAGConfig(**manifest["config"]),
                               storage_context=storage, index_struct=struct, cache=cache, max_concurrency=max_concurrency)
-        self._pool = load_index_from_storage(storage, index_id=manifest["pool_index_id"], embed_model=embed_model)
+        pool = load_index_from_storage(storage, index_id=manifest["pool_index_id"], embed_model=embed_model)
+        if not isinstance(pool, VectorStoreIndex):
+            raise IndexFolderError(f"{folder}: the pool is a {type(pool).__name__}, not a VectorStoreIndex")
+        self._pool = pool
         self.nodes = {n["id"]: TreeNode(**n) for n in payload["nodes"]}
         self.documents, self.propositions = payload["documents"], payload["propositions"]
         self.skipped, self.failures[:] = payload["skipped"], payload["failures"]

@@ -17,8 +17,10 @@ from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel
 
 from llama_index_sirerag.config import SiReRAGConfig
+from llama_index_sirerag.estimate import estimate
 from llama_index_sirerag.index import SiReRAGIndex
 from multihop_rag.corpus import Passage
+from multihop_rag.estimate import BuildEstimate
 from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["SiReRAGMethod", "SiReRAGAnswerer", "SIRERAG", "RAPTOR", "evidence"]
@@ -102,6 +104,10 @@ class SiReRAGMethod:
             persist_dir=folder, overwrite=overwrite, max_concurrency=models.max_concurrency,
         )
         return SiReRAGAnswerer(index, folder)
+
+    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+        """Calls and tokens of a build (:mod:`llama_index_sirerag.estimate`)."""
+        return estimate(passages, self._config(config))
 
     def load(self, folder: Path, models: Models, config: BaseModel) -> SiReRAGAnswerer:
         index = SiReRAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,

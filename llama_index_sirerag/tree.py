@@ -30,6 +30,7 @@ import numpy as np
 from llama_index.core import get_response_synthesizer
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms.llm import LLM
+from llama_index.core.response_synthesizers import ResponseMode
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_sirerag.prompts import SUMMARY_QUERY
@@ -65,6 +66,14 @@ def node_id(tree: str, kind: str, level: int, text: str) -> str:
     return f"{tree[:3]}-{kind[:3]}{level}-" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+def _vectors(nodes: Sequence[TreeNode]) -> list[list[float]]:
+    """The nodes' embeddings (every node of a layer is embedded before it is clustered)."""
+    missing = [n.id for n in nodes if n.embedding is None]
+    if missing:
+        raise ValueError(f"{len(missing)} nodes are not embedded yet, e.g. {missing[0]}")
+    return [n.embedding for n in nodes if n.embedding is not None]
+
+
 @dataclass
 class TreeBuilder:
     """Builds and updates one tree of a pool (``nodes``: every node of the pool by id)."""
@@ -85,14 +94,14 @@ class TreeBuilder:
     # ---- summaries ----------------------------------------------------------------------------
 
     def _summarize(self, texts: Sequence[str]) -> str | None:
-        synthesizer = get_response_synthesizer(response_mode="tree_summarize", llm=self.llm)
+        synthesizer = get_response_synthesizer(response_mode=ResponseMode.TREE_SUMMARIZE, llm=self.llm)
         try:
             response = synthesizer.synthesize(SUMMARY_QUERY, [NodeWithScore(node=TextNode(text=t)) for t in texts])
         except Exception as exc:  # a model error must not end a long build
             log.warning("summary failed (%s: %s); cluster left without a summary", type(exc).__name__, exc)
             return None
-        text = (response.response or "").strip()
-        return None if not text or text == "Empty Response" else text
+        text = str(response).strip()
+        return None if not text or text in ("None", "Empty Response") else text
 
     def _summaries(self, groups: Sequence[Sequence[str]], desc: str) -> list[str | None]:
         return map_bounded(self._summarize, groups, max_concurrency=self.max_concurrency, desc=desc,
@@ -114,7 +123,7 @@ class TreeBuilder:
         for level in range(1, self.depth + 1):
             if len(layer) <= 1:
                 break
-            groups = cluster([n.embedding for n in layer], [count_tokens(n.text) for n in layer], self.clustering)
+            groups = cluster(_vectors(layer), [count_tokens(n.text) for n in layer], self.clustering)
             if level == 1:
                 groups += [sorted(c) for c in extra_first_clusters if c]
             layer = self._add_level(nodes, level, [[layer[i] for i in members] for members in groups])
@@ -214,7 +223,7 @@ class TreeBuilder:
     def _split(self, node: TreeNode, nodes: dict[str, TreeNode]) -> list[list[TreeNode]]:
         """The drift bound: a cluster too long for one summary call is clustered again on its own."""
         children = [nodes[c] for c in node.children if c in nodes]
-        groups = cluster([c.embedding for c in children], [count_tokens(c.text) for c in children], self.clustering)
+        groups = cluster(_vectors(children), [count_tokens(c.text) for c in children], self.clustering)
         self.splits += len(groups) > 1
         return [[children[i] for i in g] for g in groups]
 

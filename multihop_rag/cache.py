@@ -191,7 +191,7 @@ class CachedLLM(LLM):
     def usage(self) -> Usage:
         """A snapshot of what the wrapped LLM spent so far."""
         with self._usage_lock:
-            snapshot = Usage(**self._usage.as_dict())
+            snapshot = self._usage + Usage()
         snapshot.busy_seconds = self._clock.busy()
         return snapshot
 
@@ -299,7 +299,7 @@ class CachedLLM(LLM):
         return await self.inner.astream_complete(prompt, formatted=formatted, **kwargs)
 
 
-_CACHED_TYPES = [Generation, GenerationChunk, ChatGeneration, ChatGenerationChunk, AIMessage, AIMessageChunk]
+_CACHED_TYPES: list[type[Any]] = [Generation, GenerationChunk, ChatGeneration, ChatGenerationChunk, AIMessage, AIMessageChunk]
 
 
 class SQLiteChatCache(BaseCache):

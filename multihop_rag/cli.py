@@ -34,29 +34,13 @@ def _say(message: str) -> None:
 
 def _models(args: argparse.Namespace, cache: Path | None = None) -> Any:
     """The models of a run, counted; with ``cache`` their calls are kept there (the store's own cache)."""
-    from multihop_rag import backends
-    from multihop_rag.cache import CachedLLM, LLMCache, UsageCallback
-    from multihop_rag.concurrency import default_concurrency
     from multihop_rag.methods import Models
 
-    llm_s, embed_s = backends.resolve_llm_spec(args.llm), backends.resolve_embed_spec(args.embed)
     started = time.perf_counter()
-    _say(f"loading models: llm={llm_s} embed={embed_s} …")
-    store = LLMCache(cache) if cache is not None else None
-    llm = CachedLLM(inner=backends.llama_index_llm(str(llm_s)), cache=store)
-    chat = backends.chat_model(str(llm_s), cache=store)
-    models = Models(
-        llm=llm,
-        embed=backends.llama_index_embedding(str(embed_s)),
-        chat=chat,
-        lc_embed=backends.langchain_embeddings(str(embed_s)),
-        llm_spec=str(llm_s),
-        embed_spec=str(embed_s),
-        chat_cache=getattr(chat, "cache", None) if store is not None else None,
-        max_concurrency=args.max_concurrency or default_concurrency(llm),
-    )
-    chat.callbacks = [UsageCallback(models.chat_usage)]
-    _say(f"models ready in {time.perf_counter() - started:.1f} s ({models.max_concurrency} LLM calls in flight at most)")
+    _say("loading models …")
+    models = Models.from_specs(args.llm, args.embed, cache=cache, max_concurrency=args.max_concurrency)
+    _say(f"models ready in {time.perf_counter() - started:.1f} s: llm={models.llm_spec} embed={models.embed_spec} "
+         f"({models.max_concurrency} LLM calls in flight at most)")
     return models
 
 
@@ -87,9 +71,14 @@ def _index(args: argparse.Namespace) -> int:
     method_name = args.method or (existing or {}).get("cli_method") or "naive"
     method, config = _method(method_name, args.set)
     updating = existing is not None and existing.get("status") == "done" and not args.overwrite
-    if updating:
+    if existing is not None and updating:
         _check_same(existing, method_name, args)
+    if args.estimate:
+        return _print_estimate(method, config, passages, _models(args))
     models = _models(args, cache=folder / "llm_calls.sqlite")
+    if not updating and not _confirm_build(method, config, passages, models, args.yes):
+        _say("not built")
+        return 1
     started, before = time.perf_counter(), models.usage()
     if updating:
         index = method.load(folder, models, config)
@@ -106,6 +95,46 @@ def _index(args: argparse.Namespace) -> int:
     print(f"indexed {len(passages)} documents with {method_name} into {folder} in {time.perf_counter() - started:.1f} s "
           f"({spent.calls} LLM calls, {spent.cache_hits} from the cache; pool of {index.stats().get('pool_size')})")
     return 0
+
+
+def _estimate(method: Any, config: Any, passages: list[Any], models: Any) -> tuple[Any, Any] | None:
+    """The build's estimate and the model's measured speed, or None for a method without LLM calls to build."""
+    from multihop_rag.cache import model_identity
+    from multihop_rag.estimate import measure_speed
+
+    if not getattr(method, "builds", False) or not hasattr(method, "estimate"):
+        return None
+    estimate = method.estimate(passages, models, config)
+    identity = f"{models.llm_spec} {model_identity(models.llm.inner).get('digest') or ''} cpus={os.cpu_count()}"
+    return estimate, measure_speed(models.llm.inner, identity)
+
+
+def _print_estimate(method: Any, config: Any, passages: list[Any], models: Any) -> int:
+    found = _estimate(method, config, passages, models)
+    if found is None:
+        print(f"{method.name}: no LLM call to build {len(passages)} documents (embeddings only)")
+        return 0
+    estimate, speed = found
+    print(f"{method.name} on {estimate.documents} documents ({estimate.corpus_tokens} tokens), llm={models.llm_spec}: "
+          f"measured {speed.prompt_tps:.0f} prompt and {speed.generate_tps:.1f} generated tokens/s, one call at a time\n")
+    print(estimate.table(speed))
+    for note in estimate.notes:
+        print(f"\n{note}")
+    return 0
+
+
+def _confirm_build(method: Any, config: Any, passages: list[Any], models: Any, yes: bool) -> bool:
+    """Print the estimate of a build; one over an hour asks for confirmation in a terminal (``--yes`` skips)."""
+    found = _estimate(method, config, passages, models)
+    if found is None:
+        return True
+    estimate, speed = found
+    seconds = estimate.seconds(speed)
+    _say(f"estimate: {estimate.calls} LLM calls, {estimate.prompt_tokens} prompt + {estimate.completion_tokens} "
+         f"generated tokens, about {seconds / 60:.0f} min at this model's measured speed")
+    if seconds <= 3600 or yes or not sys.stdin.isatty():
+        return True
+    return input(f"build for about {seconds / 3600:.1f} h? [y/N] ").strip().lower() in {"y", "yes"}
 
 
 def _check_same(manifest: dict[str, Any], method: str, args: argparse.Namespace) -> None:
@@ -258,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", help="naive, raptor, sirerag, k2rag, garlic, hirag or a registered one (default: naive, "
                    "or the store's)")
     p.add_argument("--overwrite", action="store_true", help="replace the store's index instead of updating it")
+    p.add_argument("--estimate", action="store_true", help="print the build's LLM calls, tokens and time, and build nothing "
+                   "(measures the model's speed once: ~20 s)")
+    p.add_argument("--yes", action="store_true", help="build without asking, even when the estimate is over an hour")
     common(p)
     p.set_defaults(run=_index)
 

@@ -101,7 +101,7 @@ def _passage_id(title: str, text: str) -> str:
 
 
 def _read_jsonl(path: Path, report: LoadReport) -> list[dict[str, Any]]:
-    records = []
+    records: list[dict[str, Any]] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

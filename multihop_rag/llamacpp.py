@@ -228,7 +228,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = super()._get_ls_params(stop=stop, **kwargs)
-        params.update(
+        params.update(  # type: ignore[call-arg]  # LangSmithParams is a TypedDict of these keys
             ls_provider="llamacpp",
             ls_model_name=kwargs.get("model") or Path(self.model_path).name,
             ls_temperature=kwargs.get("temperature", self.temperature),

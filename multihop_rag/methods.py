@@ -108,6 +108,33 @@ class Models:
     max_concurrency: int = 1
     """LLM calls a build keeps in flight (:func:`multihop_rag.concurrency.default_concurrency`)."""
 
+    @classmethod
+    def from_specs(
+        cls, llm: str | None = None, embed: str | None = None, *, cache: Path | None = None, max_concurrency: int | None = None
+    ) -> Models:
+        """Both frameworks' models on one LLM and one embedding spec (``None``: the environment's or the
+        default, :mod:`multihop_rag.backends`), counted; with ``cache`` their calls are kept in that file."""
+        from multihop_rag import backends
+        from multihop_rag.cache import LLMCache, UsageCallback
+        from multihop_rag.concurrency import default_concurrency
+
+        llm_spec, embed_spec = str(backends.resolve_llm_spec(llm)), str(backends.resolve_embed_spec(embed))
+        store = LLMCache(cache) if cache is not None else None
+        inner = backends.llama_index_llm(llm_spec)
+        chat = backends.chat_model(llm_spec, cache=store)
+        models = cls(
+            llm=CachedLLM(inner=inner, cache=store),
+            embed=backends.llama_index_embedding(embed_spec),
+            chat=chat,
+            lc_embed=backends.langchain_embeddings(embed_spec),
+            llm_spec=llm_spec,
+            embed_spec=embed_spec,
+            chat_cache=getattr(chat, "cache", None) if store is not None else None,
+            max_concurrency=max_concurrency or default_concurrency(inner),
+        )
+        chat.callbacks = [UsageCallback(models.chat_usage)]
+        return models
+
     def usage(self) -> Usage:
         """Calls that reached a model, calls answered by a cache, tokens and busy time, both frameworks."""
         a, b = self.llm.usage, self.chat_usage
@@ -148,7 +175,9 @@ class Method(Protocol):
     summary: str
     """One line: what it does."""
     builds: bool
-    """Whether building its index calls the LLM (an estimate is worth printing)."""
+    """Whether building its index calls the LLM. Such a method may also offer ``estimate(passages,
+    models, config) -> multihop_rag.estimate.BuildEstimate``: its build's calls and tokens, counted
+    without calling the LLM (``multihop-rag index --estimate``)."""
     config_class: type[BaseModel]
     """Its settings (``--set name.field=value`` on the command line)."""
     source_packages: tuple[str, ...]

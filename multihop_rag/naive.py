@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from multihop_rag.calls import Call, call
 from multihop_rag.corpus import Passage
 from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
-from multihop_rag.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
 from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_ids
 
 __all__ = ["ANSWER_PROMPT", "NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
@@ -146,6 +146,8 @@ class NaiveRAG:
         from llama_index.core import load_index_from_storage
 
         index = load_index_from_storage(storage, embed_model=embed_model, store_nodes_override=True)
+        if not isinstance(index, VectorStoreIndex):
+            raise IndexFolderError(f"{folder} holds a {type(index).__name__}, not the naive index's VectorStoreIndex")
         rag = cls(index, llm, NaiveConfig(**manifest["config"]), folder)
         rag._check_store()
         return rag

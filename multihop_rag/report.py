@@ -196,10 +196,10 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
               "comparison: on questions naming two options, the share of answers that pick the gold option.", "",
               "| method | EM | F1 | precision | recall | acc | comparison (n) |", "|---|---|---|---|---|---|---|"]
     for method in results:
-        s = list(scored[method].values())
-        comp = [v["comparison"] for v in s if v["comparison"] is not None]
-        lines.append(f"| {method} | {_ci([v['em'] for v in s])} | {_ci([v['f1'] for v in s])} | {_mean([v['precision'] for v in s]):.3f} | "
-                     f"{_mean([v['recall'] for v in s]):.3f} | {_ci([v['acc'] for v in s])} | {_mean(comp):.3f} ({len(comp)}) |")
+        rows = list(scored[method].values())
+        comp = [v["comparison"] for v in rows if v["comparison"] is not None]
+        lines.append(f"| {method} | {_ci([v['em'] for v in rows])} | {_ci([v['f1'] for v in rows])} | {_mean([v['precision'] for v in rows]):.3f} | "
+                     f"{_mean([v['recall'] for v in rows]):.3f} | {_ci([v['acc'] for v in rows])} | {_mean(comp):.3f} ({len(comp)}) |")
 
     lines += ["", "## Retrieval at the same depth", "",
               "A unit counts for the passages whose text it holds (a passage, a chunk of it, a chunk packing several), "
@@ -209,13 +209,13 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
               + " | ".join(f"answer@{b // 1000}k tok" for b in BUDGETS) + " | evidence tokens | answer in question | yes/no |",
               "|---|" + "---|" * (len(KS) * 2 + len(BUDGETS) + 3)]
     for method in results:
-        s = list(scored[method].values())
-        answerable = [v for v in s if not v["yes_no"] and not v["answer_in_question"]]
-        support = [f"{_mean([v[f'support@{k}'] for v in s if v[f'support@{k}'] is not None]):.3f}" for k in KS]
+        rows = list(scored[method].values())
+        answerable = [v for v in rows if not v["yes_no"] and not v["answer_in_question"]]
+        support = [f"{_mean([v[f'support@{k}'] for v in rows if v[f'support@{k}'] is not None]):.3f}" for k in KS]
         answers = [f"{_mean([v[f'answer@{k}'] for v in answerable]):.3f}" for k in KS]
         budgets = [f"{_mean([v[f'answer@{b // 1000}k'] for v in answerable]):.3f}" for b in BUDGETS]
         lines.append(f"| {method} | " + " | ".join(support + answers + budgets) +
-                     f" | {_mean([v['evidence_tokens'] for v in s]):.0f} | {sum(v['answer_in_question'] for v in s)} | {sum(v['yes_no'] for v in s)} |")
+                     f" | {_mean([v['evidence_tokens'] for v in rows]):.0f} | {sum(v['answer_in_question'] for v in rows)} | {sum(v['yes_no'] for v in rows)} |")
 
     types = sorted({r.type for rs in results.values() for r in rs if r.type})
     if BASELINE in results and len(results) > 1 and types:
@@ -229,11 +229,11 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
                 paired = _paired(results, scored, method, ids)
                 if paired is None:
                     continue
-                count, (mean, low, high), wtl = paired
+                count, (mean, low, high), outcome = paired
                 f1 = _mean([scored[method][i]["f1"] for i in ids if i in scored[BASELINE]])
                 base = _mean([scored[BASELINE][i]["f1"] for i in ids if i in scored[BASELINE]])
                 mark = " (resolved)" if low > 0 or high < 0 else ""
-                lines.append(f"| {method} | {kind} | {count} | {f1:.3f} | {base:.3f} | {mean:+.3f} [{low:+.3f}, {high:+.3f}]{mark} | {'/'.join(map(str, wtl))} |")
+                lines.append(f"| {method} | {kind} | {count} | {f1:.3f} | {base:.3f} | {mean:+.3f} [{low:+.3f}, {high:+.3f}]{mark} | {'/'.join(map(str, outcome))} |")
 
     lines += ["", "## Failure categories", "",
               "One per question, the first that applies: a right answer; no answer or a refusal; an answer copied from a "

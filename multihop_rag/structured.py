@@ -318,7 +318,7 @@ def parse_label(text: str, labels: Sequence[str]) -> str | None:
 
 
 def _label_schema(labels: Sequence[str]) -> dict[str, Any]:
-    model = create_model("Label", answer=(Literal[tuple(labels)], ...))  # type: ignore[call-overload]
+    model = create_model("Label", answer=(Literal[tuple(labels)], ...))  # type: ignore[arg-type]
     return model.model_json_schema()
 
 

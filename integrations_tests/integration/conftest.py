@@ -34,6 +34,20 @@ def first_question_docs(dataset: str, n: int):
     return [p.to_llama_index() for p in passages if p.id in wanted], question
 
 
+def tiny_corpus(extra: int = 0):
+    """HotpotQA smoke's first question with its two supporting passages, its first distractor, and
+    ``extra`` more distractors (passages to add in an update): the smallest corpus where retrieval
+    must choose and every build stage runs."""
+    from multihop_rag.corpus import load_dataset
+
+    passages, questions = load_dataset("hotpotqa", "smoke")
+    question = questions[0]
+    by_id = {p.id: p for p in passages}
+    distractors = [c for c in question.candidates if c not in question.supporting]
+    corpus = [by_id[i] for i in question.supporting] + [by_id[distractors[0]]]
+    return corpus, [by_id[i] for i in distractors[1 : 1 + extra]], question
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "integration" in str(item.fspath):
@@ -43,6 +57,46 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def fast_llm_spec() -> str:
     return FAST_LLM
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """The run's models as the command line builds them (the fast LLM, MiniLM), loaded once per session."""
+    from multihop_rag.methods import Models
+
+    return Models.from_specs(FAST_LLM, "st:default", cache=tmp_path_factory.mktemp("models") / "calls.sqlite")
+
+
+SETTINGS = {
+    "garlic": {"attention_model": "none"},
+    "sirerag": {"max_propositions": 6, "max_entities": 4},
+}
+"""GARLIC's attention edges on the real GGUF are built in test_garlic, here its embedding mode; the fast
+model writes ~700 tokens of propositions per chunk when allowed the default 30 (5 minutes for three
+passages on one slow core), so this build caps them."""
+
+
+@pytest.fixture(scope="session")
+def built(models, tmp_path_factory):
+    """Each method's index over the tiny corpus, then updated with one more passage."""
+    corpus, extra, question = tiny_corpus(extra=1)
+    root = tmp_path_factory.mktemp("methods")
+    out = {}
+    from multihop_rag import registry
+
+    for name in registry.ORDER:
+        method = registry.get(name)
+        config = method.config_class(**SETTINGS.get(name, {}))
+        before = models.usage()
+        index = method.build(corpus, models, root / name, config)
+        build_usage = models.usage() - before
+        answer = index.answer(question.question)
+        before = models.usage()
+        report = index.update(corpus + extra)
+        update_usage = models.usage() - before
+        out[name] = {"index": index, "answer": answer, "report": report, "build": build_usage, "update": update_usage,
+                     "folder": root / name, "config": config}
+    return out, corpus, extra, question
 
 
 @pytest.fixture(scope="session")

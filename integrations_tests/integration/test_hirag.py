@@ -1,27 +1,28 @@
 """HiRAG end to end on the 2Wiki smoke corpus: real BM25 over titles, real MiniLM embeddings in a
-persistent Chroma, the embedded llama.cpp models, real LangGraph."""
+persistent Chroma reloaded from disk, the embedded llama.cpp models, real LangGraph; LangChain's
+standard retriever suite on ``HiRAGRetriever``."""
 
 from __future__ import annotations
 
 import pytest
+from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph
 from multihop_rag import bundled
-from multihop_rag.backends import chat_model, langchain_embeddings
+from multihop_rag.backends import chat_model
 from multihop_rag.corpus import load_dataset
 
 
-@pytest.fixture(scope="module")
-def wiki(tmp_path_factory):
-    """The 2Wiki smoke corpus built, persisted with Chroma, and loaded back from disk."""
+@pytest.fixture(scope="session")
+def wiki(tmp_path_factory, models):
+    """The 2Wiki smoke corpus built into a Chroma folder and loaded back from it."""
     passages, questions = load_dataset("2wikimultihopqa", "smoke")
-    embeddings = langchain_embeddings("st:default")
     folder = tmp_path_factory.mktemp("hirag")
-    HierarchicalCorpus.from_documents(passages, embeddings, show_progress=False).persist(folder)
-    return HierarchicalCorpus.load(folder, embeddings), questions
+    HierarchicalCorpus.from_documents(passages, models.lc_embed, persist_dir=folder, show_progress=False)
+    return HierarchicalCorpus.from_persist_dir(folder, models.lc_embed), questions
 
 
-def test_titles_and_chunks_are_found_on_the_real_corpus(wiki):
+def test_titles_and_chunks_are_found_on_the_reloaded_corpus(wiki):
     corpus, questions = wiki
     titles = {d.title for d in corpus.documents}
     gold = [t for q in questions for t in q.supporting_titles if t in titles]
@@ -37,7 +38,7 @@ def test_plug_in_retriever_verifies_gold_single_hop_questions(wiki, lc_chat):
     """§6.5: gold single-hop sub-questions from 2Wiki's evidence triples."""
     corpus, questions = wiki
     retriever = HiRAGRetriever(llm=lc_chat, corpus=corpus)
-    triples = [(s, r, o) for q in questions[:4] for s, r, o in q.meta["evidences"] if r == "father" or r == "director"]
+    triples = [(s, r, o) for q in questions[:4] for s, r, o in q.meta["evidences"] if r in ("father", "director")]
     found = []
     for subject, relation, obj in triples[:3]:
         docs = retriever.invoke(f"Who is the {relation} of {subject}?")
@@ -46,17 +47,50 @@ def test_plug_in_retriever_verifies_gold_single_hop_questions(wiki, lc_chat):
     assert any(found), triples[:3]
 
 
+_WIKI: dict = {}
+
+
+class TestHiRAGRetrieverStandard(RetrieversIntegrationTests):
+    """LangChain's standard retriever suite. HiRAG's retriever returns the one chunk its verifier
+    accepted, or none (§4.2): it takes no ``k``, so the two k tests are expected to fail."""
+
+    @pytest.fixture(autouse=True)
+    def _corpus(self, wiki, lc_chat):
+        _WIKI.update(corpus=wiki[0], llm=lc_chat)
+
+    @property
+    def retriever_constructor(self):
+        class WikiRetriever(HiRAGRetriever):
+            def __init__(self, **kwargs):
+                super().__init__(llm=_WIKI["llm"], corpus=_WIKI["corpus"], **kwargs)
+
+        return WikiRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Who is the father of Vsevolod Gantmakher?"
+
+    @pytest.mark.xfail(reason="HiRAG returns the one verified chunk, or none: no k", strict=True)
+    def test_k_constructor_param(self) -> None:
+        super().test_k_constructor_param()
+
+    @pytest.mark.xfail(reason="HiRAG returns the one verified chunk, or none: no k", strict=True)
+    def test_invoke_with_k_kwarg(self, retriever) -> None:
+        super().test_invoke_with_k_kwarg(retriever)
+
+
+@pytest.mark.slow
 def test_full_graph_answers_a_two_hop_question_with_the_default_model(wiki):
     corpus, questions = wiki
-    question = questions[2]  # What is the place of birth of Vsevolod Gantmakher's father? -> Odessa
+    question = questions[2]  # the place of birth of Vsevolod Gantmakher's father
     llm = chat_model(f"llamacpp:{bundled.DEFAULT_LLM_ALIAS}", max_tokens=256)
     state = build_hirag_graph(llm, corpus).invoke({"question": question.question})
     assert state["answer"]
     assert 1 <= len(state["sub_questions"]) <= 5 and len(state["sub_answers"]) == len(state["sub_questions"])
-    assert state["stop_reason"] in {"enough", "repeated_sub_question", "max_subquestions", "no_sub_question"}
     tried = {a["title"] for t in state["trace"] for a in t["attempts"]}
     assert tried <= {d.title for d in corpus.documents}
-    assert all(len(t["attempts"]) <= 4 for t in state["trace"])
-    # The hierarchical retriever reaches a gold document of the question.
     assert tried & set(question.supporting_titles), state["trace"]
-    assert state["llm_calls"] >= 2 * len(state["sub_questions"]) + 2

@@ -14,7 +14,8 @@ from multihop_rag.backends import (
     llama_index_llm,
     resolve_llm_spec,
 )
-from multihop_rag.structured import StructuredStats, generate_json, supports_format
+from multihop_rag.calls import supports_format
+from multihop_rag.structured import StructuredStats, generate_json
 
 
 class City(BaseModel):

@@ -1,41 +1,38 @@
-"""ReSP end to end: real Chroma retriever (LangChain), real embeddings, the embedded LLM."""
+"""ReSP end to end: real Chroma retriever (LangChain), real MiniLM embeddings, the fast llama.cpp
+model, real LangGraph with a checkpointer (the three-passage corpus of test_methods)."""
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from integrations_tests.integration.conftest import tiny_corpus
 from langchain_resp import ReSPConfig, build_resp_graph
-from multihop_rag.backends import langchain_embeddings
-from multihop_rag.corpus import load_dataset
 from multihop_rag.stores import langchain_chroma
 
 
 @pytest.fixture(scope="module")
-def hotpot_retriever(tmp_path_factory):
-    passages, questions = load_dataset("hotpotqa", "smoke")
-    store = langchain_chroma(tmp_path_factory.mktemp("resp"), "hotpot", langchain_embeddings("st:default"))
-    store.add_documents([p.to_langchain() for p in passages], ids=[p.id for p in passages])
-    return store.as_retriever(search_kwargs={"k": 5}), questions
+def retriever(tmp_path_factory, models):
+    corpus, _, question = tiny_corpus()
+    store = langchain_chroma(tmp_path_factory.mktemp("resp"), "resp", models.lc_embed)
+    store.add_documents([p.to_langchain() for p in corpus], ids=[p.id for p in corpus])
+    return store.as_retriever(search_kwargs={"k": 2}), question
 
 
-def test_resp_answers_over_chroma_with_the_embedded_model(hotpot_retriever, lc_chat):
-    retriever, questions = hotpot_retriever
-    graph = build_resp_graph(lc_chat, retriever, config=ReSPConfig(max_iterations=2))
-    results = [graph.invoke({"question": q.question}) for q in questions[:2]]
-    for state in results:
-        assert 1 <= state["iterations"] <= 2
-        assert state["answer"] and state["global_memory"]
-        assert all(len(ids) == 5 for ids in state["retrieved"])
-        assert state["stop_reason"] in {"sufficient", "max_iterations", "repeated_sub_question"}
-    # Retrieval over the real store finds gold passages in the first round.
-    hits = [bool(set(q.supporting) & set(s["retrieved"][0])) for s, q in zip(results, questions, strict=True)]
-    assert sum(hits) >= 1
+def test_a_checkpointed_run_pauses_resumes_and_a_reused_thread_starts_clean(retriever, lc_chat):
+    retriever, question = retriever
+    graph = build_resp_graph(lc_chat, retriever, config=ReSPConfig(max_iterations=2, top_k=2),
+                             checkpointer=InMemorySaver(), interrupt_before=["generate"])
+    thread = {"configurable": {"thread_id": "one-user"}}
+    paused = graph.invoke({"question": question.question}, thread)
+    assert "answer" not in paused and graph.get_state(thread).next == ("generate",)
+    assert 1 <= paused["iterations"] <= 2 and paused["global_memory"]
+    assert set(question.supporting) & set(paused["retrieved"][0])  # real embeddings find a gold passage first
+    final = graph.invoke(None, thread)
+    assert final["answer"].strip() and final["global_memory"] == paused["global_memory"]
+    assert final["stop_reason"] in {"sufficient", "max_iterations", "repeated_sub_question"}
 
-
-def test_checkpointed_run_is_interrupted_and_resumed(hotpot_retriever, lc_chat):
-    retriever, questions = hotpot_retriever
-    graph = build_resp_graph(lc_chat, retriever, checkpointer=InMemorySaver(), interrupt_before=["generate"])
-    config = {"configurable": {"thread_id": "resume-me"}}
-    paused = graph.invoke({"question": questions[1].question}, config)
-    assert "answer" not in paused and graph.get_state(config).next == ("generate",)
-    final = graph.invoke(None, config)
-    assert final["answer"] and final["global_memory"] == paused["global_memory"]
+    other = "Which river flows through the town of Pellan?"
+    graph.invoke({"question": other}, thread)  # the same thread, a new question: nothing carries over
+    again = graph.invoke(None, thread)
+    assert again["question"] == other and again["sub_questions"][0] == other
+    assert len(again["retrieved"]) == again["iterations"] <= 2
+    assert len(again["global_memory"]) == again["iterations"]

@@ -1,72 +1,44 @@
-"""SiReRAG end to end on MuSiQue with the embedded model, real embeddings and ChromaDB."""
+"""SiReRAG as a LlamaIndex index on real models: the index built in the session's ``built`` fixture
+(Chroma in its folder) used the way a LlamaIndex app uses an index, the same build into the
+in-memory ``SimpleVectorStore``, and LangChain's standard retriever suite on its pool."""
 
-import json
-import subprocess
-import sys
+from __future__ import annotations
 
 import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from llama_index.core.vector_stores import SimpleVectorStore
 
-from integrations_tests.integration.conftest import first_question_docs
+from integrations_tests.integration.conftest import SETTINGS
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex
-from multihop_rag.corpus import load_dataset
-
-N_PASSAGES = 10
-"""The first question's supporting passages plus its first distractors, 10 passages in all: its
-20 candidates take about 13 min to build on 2 cores with the fast model, the whole smoke corpus
-(187 passages) over an hour; benchmarks run those."""
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, li_llm, li_embed):
-    docs, question = first_question_docs("musique", N_PASSAGES)
-    folder = tmp_path_factory.mktemp("sirerag")
-    index = SiReRAGIndex.from_documents(
-        docs, llm=li_llm, embed_model=li_embed, show_progress=False, cache=folder / "calls.sqlite",
-        config=SiReRAGConfig(workers=1, max_propositions=12),
-    )
-    index.persist(folder / "index")
-    return index, folder, [question]
+@pytest.fixture(scope="session")
+def sirerag(built):
+    results, corpus, extra, question = built
+    return results["sirerag"]["index"].index, corpus + extra, question, results["sirerag"]["build"].calls
 
 
-def test_build_has_both_trees_and_honest_stats(built):
-    index, _, _ = built
-    stats = index.stats()
-    assert stats["chunks"] >= N_PASSAGES
-    assert stats["propositions"] > stats["chunks"]  # several facts per passage
-    assert stats["aggregates"] > 0 and stats["pool"]["relatedness"]
-    assert any(k.startswith("1:") for k in stats["pool"]["similarity"])
-    assert stats["skipped_chunks"] <= stats["chunks"] // 10
-    assert stats["llm"]["calls"] > stats["chunks"] and stats["llm"]["completion_tokens"] > 0
+def test_llama_index_idioms_on_the_built_index(sirerag):
+    index, corpus, question, _ = sirerag
+    assert set(index.ref_doc_info) == {p.id for p in corpus}
+    hits = index.as_retriever(similarity_top_k=8).retrieve(question.question)
+    assert len(hits) == min(8, len(index.nodes)) and {h.node.metadata["tree"] for h in hits} <= {"similarity", "relatedness"}
+    assert str(index.as_query_engine(similarity_top_k=5).query(question.question)).strip()
+    chat = index.as_chat_engine(chat_mode="condense_plus_context", similarity_top_k=3)
+    assert str(chat.chat(question.question)).strip()
 
 
-def test_reload_in_a_new_process_retrieves_gold_and_answers(built):
-    index, folder, questions = built
-    top_k = min(20, len(index.nodes))  # §5.4's k = 20, or the whole pool of this small corpus
-    script = f"""
-import json
-from llama_index_sirerag import SiReRAGIndex
-from multihop_rag.backends import llama_index_embedding, llama_index_llm
-from integrations_tests.integration.conftest import FAST_LLM
-index = SiReRAGIndex.from_persist_dir({str(folder / 'index')!r}, llm=llama_index_llm(FAST_LLM), embed_model=llama_index_embedding("st:default"))
-out = []
-for q in {[q.question for q in questions]!r}:
-    hits = index.as_retriever(similarity_top_k={top_k}).retrieve(q)
-    answer = index.as_query_engine(similarity_top_k=5).query(q)
-    out.append({{"texts": [h.node.get_content() for h in hits], "trees": sorted({{h.node.metadata["tree"] for h in hits}}), "answer": str(answer)}})
-print(json.dumps(out))
-"""
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    results = json.loads(run.stdout.strip().splitlines()[-1])
-    for result in results:
-        assert len(result["texts"]) == top_k and result["trees"] == ["relatedness", "similarity"]
-        assert result["answer"].strip()
-    # Real embeddings bring a gold supporting passage of each question into the top k.
-    passages = {p.id: p.text for p in load_dataset("musique", "smoke")[0]}
-    for result, q in zip(results, questions, strict=True):
-        gold = [passages[s][:80] for s in q.supporting]
-        assert any(g in text for g in gold for text in result["texts"])
+def test_the_same_build_into_simple_vector_store_gives_the_same_pool(sirerag, models):
+    """Any LlamaIndex vector store holds the pool: the in-memory one, built from the same calls (cached)."""
+    index, corpus, _, build_calls = sirerag
+    before = models.usage()
+    again = SiReRAGIndex.from_documents([p.to_llama_index() for p in corpus], llm=models.llm, embed_model=models.embed,
+                                        config=SiReRAGConfig(**SETTINGS["sirerag"]), vector_store=SimpleVectorStore(),
+                                        show_progress=False)
+    assert (models.usage() - before).calls < build_calls  # the propositions come from the cache
+    assert type(again.vector_store).__name__ == "SimpleVectorStore"
+    chunks = {n for n, node in index.nodes.items() if node.kind == "chunk"}
+    assert chunks == {n for n, node in again.nodes.items() if node.kind == "chunk"}
 
 
 _INDEX: dict = {}
@@ -76,8 +48,8 @@ class TestSiReRAGLangChainRetriever(RetrieversIntegrationTests):
     """LangChain's standard retriever suite on the pool (through the LangChain adapter)."""
 
     @pytest.fixture(autouse=True)
-    def _index(self, built):
-        _INDEX["index"] = built[0]
+    def _index(self, sirerag):
+        _INDEX["index"] = sirerag[0]
 
     @property
     def retriever_constructor(self):
@@ -85,24 +57,14 @@ class TestSiReRAGLangChainRetriever(RetrieversIntegrationTests):
 
         class PoolRetriever(LlamaIndexRetriever):
             def __init__(self, **kwargs):
-                super().__init__(index=_INDEX["index"].as_retriever(), **kwargs)
+                super().__init__(index=_INDEX["index"], **kwargs)
 
         return PoolRetriever
 
     @property
     def retriever_constructor_params(self) -> dict:
-        return {"k": 20}
+        return {"k": 4}
 
     @property
     def retriever_query_example(self) -> str:
-        return "Who founded the company that made the game?"
-
-
-def test_resp_runs_on_the_sirerag_pool(built, lc_chat):
-    from langchain_resp import ReSPConfig, build_resp_graph
-
-    index, _, questions = built
-    graph = build_resp_graph(lc_chat, index.as_retriever(similarity_top_k=5).as_langchain(), config=ReSPConfig(max_iterations=1))
-    state = graph.invoke({"question": questions[0].question})
-    assert state["answer"] and len(state["retrieved"][0]) == 5
-    assert all(i in index.nodes for i in state["retrieved"][0])
+        return "Which band was the drummer a member of?"

@@ -1,42 +1,44 @@
-"""Naive RAG on real embeddings in ChromaDB: persistent folder (reloaded by a new process) and server."""
+"""A real Chroma server (``chroma run``) as the vector store of a LlamaIndex index (naive) and of a
+LangGraph method's corpus (HiRAG), with real MiniLM embeddings; a server that does not answer is one
+line saying how to start one."""
 
-import json
-import subprocess
-import sys
+import socket
 
-from multihop_rag.corpus import load_dataset
+import pytest
+
+from integrations_tests.integration.conftest import tiny_corpus
+from langgraph_hirag import HierarchicalCorpus
 from multihop_rag.naive import NaiveRAG
-from multihop_rag.stores import chroma_client
+from multihop_rag.stores import StoreError, chroma_client, chroma_vector_store, langchain_chroma
 
 
-def test_persistent_store_builds_resumes_and_reloads_in_a_new_process(tmp_path, li_llm, li_embed):
-    passages, questions = load_dataset("hotpotqa", "smoke")
-    store = tmp_path / "store"
-    NaiveRAG.build(passages[:40], llm=li_llm, embed_model=li_embed, store=store, show_progress=False)
-    # A second build over the whole corpus embeds only what is missing.
-    rag = NaiveRAG.build(passages, llm=li_llm, embed_model=li_embed, store=store, show_progress=False)
-    assert len(rag) == len(passages)
-    script = f"""
-import json
-from multihop_rag.backends import llama_index_embedding
-from multihop_rag.naive import NaiveRAG
-from integrations_tests.fakes import ScriptedLLM
-rag = NaiveRAG.load(llm=ScriptedLLM(lambda p: "x"), embed_model=llama_index_embedding("st:default"), store={str(store)!r})
-print(json.dumps([[e.id for e in rag.answer(q).evidence] for q in {[q.question for q in questions]!r}]))
-"""
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    retrieved = json.loads(out.stdout.strip().splitlines()[-1])
-    assert all(len(ids) == 5 for ids in retrieved)
-    # Real embeddings find at least one gold passage in the top 5 for most questions.
-    hits = [bool(set(q.supporting) & set(ids)) for q, ids in zip(questions, retrieved, strict=True)]
-    assert sum(hits) >= 7, hits
+def test_naive_index_on_a_chroma_server_reloads_and_updates(chroma_server, models, tmp_path):
+    corpus, extra, question = tiny_corpus(extra=1)
+    store = chroma_vector_store(chroma_server, "naive")
+    NaiveRAG.build(corpus, llm=models.llm, embed_model=models.embed, vector_store=store, folder=tmp_path, show_progress=False)
+    assert chroma_client(chroma_server).get_collection("naive").count() == len(corpus)
+    again = NaiveRAG.load(tmp_path, llm=models.llm, embed_model=models.embed, vector_store=chroma_vector_store(chroma_server, "naive"))
+    report = again.update(corpus + extra)
+    assert report.added == [extra[0].id] and chroma_client(chroma_server).get_collection("naive").count() == len(corpus) + 1
+    answer = again.answer(question.question)
+    assert answer.text and set(question.supporting) & {e.passage_ids[0] for e in answer.evidence}
+    with pytest.raises(StoreError, match="holds"):  # a store with another build is refused, not mixed
+        NaiveRAG.build(corpus, llm=models.llm, embed_model=models.embed, vector_store=chroma_vector_store(chroma_server, "naive"),
+                       show_progress=False)
 
 
-def test_chroma_server_store(chroma_server, li_llm, li_embed):
-    passages, questions = load_dataset("2wikimultihopqa", "smoke")
-    NaiveRAG.build(passages, llm=li_llm, embed_model=li_embed, store=chroma_server, collection="wiki", show_progress=False)
-    assert chroma_client(chroma_server).get_collection("wiki").count() == len(passages)
-    reloaded = NaiveRAG.load(llm=li_llm, embed_model=li_embed, store=chroma_server, collection="wiki")
-    answer = reloaded.answer(questions[0].question)
-    assert answer.text and len(answer.evidence) == 5
-    assert set(questions[0].supporting) & {e.id for e in answer.evidence}
+def test_hirag_corpus_on_a_chroma_server(chroma_server, models, tmp_path):
+    corpus, _, question = tiny_corpus()
+    store = langchain_chroma(chroma_server, "hirag", models.lc_embed)
+    HierarchicalCorpus.from_documents(corpus, models.lc_embed, vector_store=store, persist_dir=tmp_path, show_progress=False)
+    reloaded = HierarchicalCorpus.from_persist_dir(tmp_path, models.lc_embed, vector_store=langchain_chroma(chroma_server, "hirag", models.lc_embed))
+    title = next(p.title for p in corpus if p.id in question.supporting)
+    assert reloaded.rank_titles(title)[0][0] == title and reloaded.rank_chunks(title, question.question)
+
+
+def test_a_server_that_does_not_answer_says_how_to_start_one():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreError, match="chroma run"):
+        chroma_client(f"http://127.0.0.1:{port}").heartbeat()

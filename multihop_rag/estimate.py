@@ -1,0 +1,156 @@
+"""What a build will cost before it runs (``multihop-rag index --estimate``).
+
+A method counts its build's LLM calls and prompt tokens from the corpus and its own structure (the
+same chunking, the same prompts) and predicts the generated tokens from reply lengths measured on
+real builds (each method's ``estimate`` module says which). Time comes from a short measured
+calibration of the model — prompt tokens per second and generated tokens per second — kept per
+model identity in ``$XDG_CACHE_HOME/multihop-rag/speed.json``, so it is measured once per model and
+machine. How close the estimates come is measured in ``benchmarks/bench_estimate.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from multihop_rag.calls import Call, call
+from multihop_rag.text import count_tokens
+
+__all__ = ["StageEstimate", "BuildEstimate", "Speed", "measure_speed", "summary_levels", "speed_cache_file"]
+
+CALIBRATION_TEXT = (
+    "The harbour master kept a ledger of every ship that entered the bay: its name, its flag, the cargo "
+    "it declared and the day it left. "
+) * 12
+"""A fixed prompt of ~330 tokens for the prompt-speed measurement (no entity of any corpus)."""
+
+
+@dataclass
+class StageEstimate:
+    """One build stage: calls, prompt tokens and generated tokens."""
+
+    name: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
+class Speed:
+    """A model's measured speed on this machine."""
+
+    model: str
+    prompt_tps: float
+    generate_tps: float
+    call_seconds: float = 0.0
+    """Fixed cost per call (request, sampling setup), measured with a one-token reply."""
+
+    def seconds(self, prompt_tokens: int, completion_tokens: int, calls: int) -> float:
+        return prompt_tokens / self.prompt_tps + completion_tokens / self.generate_tps + calls * self.call_seconds
+
+
+@dataclass
+class BuildEstimate:
+    """A build's predicted cost, by stage."""
+
+    method: str
+    documents: int
+    corpus_tokens: int
+    stages: list[StageEstimate] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.stages)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens for s in self.stages)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens for s in self.stages)
+
+    def seconds(self, speed: Speed) -> float:
+        """Wall time with one call at a time at ``speed`` (several slots of a server divide the decode part)."""
+        return sum(speed.seconds(s.prompt_tokens, s.completion_tokens, s.calls) for s in self.stages)
+
+    def table(self, speed: Speed | None) -> str:
+        """A markdown table of the stages and the total."""
+        lines = ["| stage | LLM calls | prompt tokens | generated tokens | time |", "|---|---|---|---|---|"]
+        for s in [*self.stages, StageEstimate("total", self.calls, self.prompt_tokens, self.completion_tokens)]:
+            seconds = speed.seconds(s.prompt_tokens, s.completion_tokens, s.calls) if speed else None
+            lines.append(f"| {s.name} | {s.calls} | {s.prompt_tokens} | {s.completion_tokens} | {_duration(seconds)} |")
+        return "\n".join(lines)
+
+    def as_dict(self, speed: Speed | None = None) -> dict[str, Any]:
+        out = asdict(self) | {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                              "completion_tokens": self.completion_tokens}
+        if speed is not None:
+            out |= {"seconds": round(self.seconds(speed), 1), "speed": asdict(speed)}
+        return out
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def summary_levels(node_tokens: Sequence[int], *, fan_in: float, reply_tokens: int, depth: int, template_tokens: int,
+                   overlap: float = 1.0) -> StageEstimate:
+    """Calls and tokens of a recursive summary tree: each level's nodes summarized in groups of about
+    ``fan_in`` (the prompt holds the group's text plus the template, ``overlap`` times for soft
+    clustering), the summaries forming the next level, for at most ``depth`` levels or until one node."""
+    calls = prompt = completion = 0
+    level = list(node_tokens)
+    for _ in range(depth):
+        if len(level) <= 1:
+            break
+        groups = max(1, math.ceil(len(level) / fan_in))
+        calls += groups
+        prompt += int(sum(level) * overlap) + groups * template_tokens
+        completion += groups * reply_tokens
+        level = [reply_tokens] * groups
+    return StageEstimate("summaries", calls, prompt, completion)
+
+
+def speed_cache_file() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "multihop-rag" / "speed.json"
+
+
+def measure_speed(llm: Any, identity: str, *, cache_file: Path | None = None, refresh: bool = False) -> Speed:
+    """The model's prompt and generation speed, measured with two short calls (~20 s on a 1.5B model
+    on two cores) or read from ``cache_file`` when this model was measured before."""
+    path = cache_file or speed_cache_file()
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    if identity in known and not refresh:
+        return Speed(**known[identity])
+    prompt_tokens = count_tokens(CALIBRATION_TEXT)
+    started = time.perf_counter()
+    call(Call(llm, CALIBRATION_TEXT + "\nIn one word, what did the harbour master keep?", max_tokens=1))
+    prompt_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    reply = call(Call(llm, "Count from 1 to 200 in words, separated by commas:", max_tokens=64))
+    generate_seconds = time.perf_counter() - started
+    generated = max(1, count_tokens(reply.text))
+    speed = Speed(
+        model=identity,
+        prompt_tps=round(prompt_tokens / prompt_seconds, 2),
+        generate_tps=round(generated / max(generate_seconds, 1e-3), 2),
+    )
+    known[identity] = asdict(speed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(known, indent=1))
+    return speed
