@@ -78,7 +78,7 @@ def main() -> None:
         started = time.perf_counter()
         attention = TransformersAttention.from_pretrained(args.attention)
         print(f"attention model {attention} loaded in {time.perf_counter() - started:.0f} s", flush=True)
-    config = GarlicConfig(n_s=args.n_s, workers=1)
+    config = GarlicConfig(n_s=args.n_s)
     cache = tempfile.mkdtemp(prefix="bench-garlic-") + "/calls.sqlite"
 
     rows: dict[str, dict[str, list[float]]] = {}
@@ -120,7 +120,7 @@ def main() -> None:
 
         raptor = SiReRAGIndex.from_documents(
             docs, llm=llm, embed_model=embed, show_progress=False, cache=cache,
-            config=SiReRAGConfig(relatedness=False, chunk_size=300, chunk_overlap=0, workers=1),
+            config=SiReRAGConfig(relatedness=False, chunk_size=300, chunk_overlap=0),
         )
         started = time.perf_counter()
         hits = [h.node.get_content() for h in raptor.as_retriever(similarity_top_k=args.raptor_k).retrieve(q.question)]

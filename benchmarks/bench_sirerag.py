@@ -63,7 +63,7 @@ def main() -> None:
     llm, embed = llama_index_llm(args.llm), llama_index_embedding(args.embed)
 
     built, results = {}, {}
-    for name, config in (("RAPTOR", SiReRAGConfig(relatedness=False, workers=1)), ("SiReRAG", SiReRAGConfig(workers=1))):
+    for name, config in (("RAPTOR", SiReRAGConfig(relatedness=False)), ("SiReRAG", SiReRAGConfig())):
         started = time.perf_counter()
         built[name] = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=embed, config=config)
         print(f"{name} built in {time.perf_counter() - started:.0f} s: {json.dumps(built[name].stats())}", flush=True)

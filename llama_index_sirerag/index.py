@@ -37,9 +37,11 @@ from typing import Any
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.chat_engine.types import BaseChatEngine, ChatMode
 from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
+from llama_index.core.llms.utils import LLMType
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
@@ -435,6 +437,10 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
         retriever: BaseRetriever = self.as_retriever(similarity_top_k, tree=tree, kind=kind)
         return RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
+
+    def as_chat_engine(self, chat_mode: ChatMode = ChatMode.BEST, llm: LLMType | None = None, **kwargs: Any) -> BaseChatEngine:
+        """LlamaIndex's chat engines over the pool, answering with this index's LLM unless given another."""
+        return super().as_chat_engine(chat_mode=chat_mode, llm=llm or self.llm, **kwargs)
 
     def children(self, node_id_: str) -> list[TreeNode]:
         """Children of a node (summaries' clusters)."""

@@ -4,6 +4,8 @@ A spec is a string:
 
 - ``ollama:<model>``: a running Ollama server (``OLLAMA_HOST``, default 127.0.0.1:11434);
 - ``llamacpp:<alias or path.gguf>``: a GGUF model run in-process (aliases: :mod:`multihop_rag.bundled`);
+- ``openai:<model>@<url>[,<url>…]``: any OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio),
+  one host or a pool of them (:mod:`multihop_rag.endpoints`);
 - for embeddings ``st:<alias or path>`` (sentence-transformers) or ``ollama:<model>``.
 
 With no spec, ``$MULTIHOP_RAG_LLM`` / ``$MULTIHOP_RAG_EMBED`` decide; failing those, Ollama is used
@@ -34,6 +36,7 @@ from pydantic import Field
 from multihop_rag import bundled
 from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
 from multihop_rag.calls import ContextOverflowError
+from multihop_rag.endpoints import EndpointError, EndpointPool, check_endpoint, parse_openai_spec
 from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
 from multihop_rag.text import count_tokens
 
@@ -69,7 +72,7 @@ class Spec:
     """A parsed model spec."""
 
     kind: str
-    """``ollama``, ``llamacpp`` or ``st``."""
+    """``ollama``, ``llamacpp``, ``openai`` or ``st``."""
     name: str
     """Model name (Ollama), alias or path."""
 
@@ -77,7 +80,7 @@ class Spec:
         return f"{self.kind}:{self.name}"
 
 
-_LLM_KINDS = ("ollama", "llamacpp")
+_LLM_KINDS = ("ollama", "llamacpp", "openai")
 _EMBED_KINDS = ("ollama", "st")
 
 
@@ -259,6 +262,17 @@ def _st_path(name: str) -> str:
     return str(path)
 
 
+def _openai(name: str) -> tuple[str, list[str]]:
+    """The model and the hosts of an ``openai:`` spec, every host checked."""
+    try:
+        model, urls = parse_openai_spec(name)
+        for url in urls:
+            check_endpoint(url, model)
+    except EndpointError as exc:
+        raise BackendError(str(exc)) from None
+    return model, urls
+
+
 def llama_index_llm(
     spec: str | None = None,
     *,
@@ -283,6 +297,10 @@ def llama_index_llm(
             thinking=False,
             additional_kwargs={"num_predict": max_tokens, "seed": 0},
         )
+    elif parsed.kind == "openai":
+        model, urls = _openai(parsed.name)
+        llm = EndpointPool(model=model, api_bases=urls, temperature=temperature, max_tokens=max_tokens,
+                           context_window=context_window)
     else:
         llm = LlamaCppLLM(
             model_path=_gguf(parsed.name), temperature=temperature, max_tokens=max_tokens, context_window=context_window
@@ -317,6 +335,14 @@ def chat_model(
             reasoning=False,
             cache=SQLiteChatCache(cache, identity=f"ollama:{digest}") if cache is not None else None,
         )
+    if parsed.kind == "openai":
+        from langchain_openai import ChatOpenAI
+
+        model, urls = _openai(parsed.name)
+        # Query-time calls go to the first host; builds (LlamaIndex) spread over the pool.
+        return ChatOpenAI(model=model, base_url=urls[0], api_key=os.environ.get("OPENAI_API_KEY", "none"),
+                          temperature=temperature, max_completion_tokens=max_tokens, seed=0, timeout=600.0,
+                          cache=SQLiteChatCache(cache, identity=f"openai:{model}") if cache is not None else None)
     path = _gguf(parsed.name)
     return LlamaCppChatModel(
         model_path=path,

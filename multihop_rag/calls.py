@@ -120,12 +120,13 @@ def supports_format(model: AnyLLM) -> bool:
     from langchain_ollama import ChatOllama
     from llama_index.llms.ollama import Ollama
 
+    from multihop_rag.endpoints import EndpointPool
     from multihop_rag.llamacpp import LlamaCppChatModel, LlamaCppLLM
 
     inner = getattr(model, "inner", None)
     if isinstance(inner, LLM):
         return supports_format(inner)
-    return isinstance(model, (Ollama, ChatOllama, LlamaCppLLM, LlamaCppChatModel))
+    return isinstance(model, (Ollama, ChatOllama, LlamaCppLLM, LlamaCppChatModel, EndpointPool))
 
 
 def finish_reason(raw: Any) -> str | None:

@@ -23,7 +23,7 @@ def test_a_checkpointed_run_pauses_resumes_and_a_reused_thread_starts_clean(retr
                              checkpointer=InMemorySaver(), interrupt_before=["generate"])
     thread = {"configurable": {"thread_id": "one-user"}}
     paused = graph.invoke({"question": question.question}, thread)
-    assert "answer" not in paused and graph.get_state(thread).next == ("generate",)
+    assert not paused.get("answer") and graph.get_state(thread).next == ("generate",)
     assert 1 <= paused["iterations"] <= 2 and paused["global_memory"]
     assert set(question.supporting) & set(paused["retrieved"][0])  # real embeddings find a gold passage first
     final = graph.invoke(None, thread)
@@ -33,6 +33,6 @@ def test_a_checkpointed_run_pauses_resumes_and_a_reused_thread_starts_clean(retr
     other = "Which river flows through the town of Pellan?"
     graph.invoke({"question": other}, thread)  # the same thread, a new question: nothing carries over
     again = graph.invoke(None, thread)
-    assert again["question"] == other and again["sub_questions"][0] == other
+    assert again["question"] == other and len(again["sub_questions"]) <= again["iterations"]  # planned ones only
     assert len(again["retrieved"]) == again["iterations"] <= 2
     assert len(again["global_memory"]) == again["iterations"]

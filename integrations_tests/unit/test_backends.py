@@ -8,7 +8,7 @@ def test_parse_specs():
     assert parse_spec("ollama:qwen2.5:7b-instruct") == Spec("ollama", "qwen2.5:7b-instruct")
     assert parse_spec("llamacpp:/m/x.gguf") == Spec("llamacpp", "/m/x.gguf")
     assert parse_spec("st:default", embedding=True) == Spec("st", "default")
-    for bad in ("qwen", "openai:gpt", "llamacpp:"):
+    for bad in ("qwen", "vllm:qwen", "llamacpp:"):
         with pytest.raises(BackendError, match="bad LLM spec"):
             parse_spec(bad)
     with pytest.raises(BackendError, match="bad embedding spec"):

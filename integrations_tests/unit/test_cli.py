@@ -56,7 +56,8 @@ def test_empty_or_binary_corpus_is_one_line_and_exit_2(capsys, tmp_path, fake_mo
 
 
 def test_server_down_and_bad_spec_say_how_to_fix_it(capsys, docs, tmp_path, monkeypatch):
-    monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
+    # No server answers, even when the integration tier's Ollama stand-in runs in the same session.
+    monkeypatch.setattr(backends, "_ollama_tags", lambda *a, **k: None)
     code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "s"), "--llm", "ollama:qwen2.5:7b-instruct")
     assert code == 2 and "ollama serve" in err
     code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "s"), "--llm", "gpt4")

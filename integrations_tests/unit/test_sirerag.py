@@ -346,3 +346,7 @@ def test_any_llama_index_vector_store_and_the_index_idioms(docs, tmp_path):
         engine = index.as_chat_engine(chat_mode="context", llm=ScriptedLLM(lambda p: "Orrin River"))
         assert "Orrin" in str(engine.chat("Which river?"))
         consistent(index)
+    # Without llm=, the chat engine answers with the index's LLM, never LlamaIndex's global default.
+    index = SiReRAGIndex.from_documents(docs[:5], llm=ScriptedLLM(lambda p: "Velm River"), embed_model=HashEmbedding(),
+                                        show_progress=False)
+    assert "Velm" in str(index.as_chat_engine(chat_mode="condense_plus_context").chat("Which river?"))

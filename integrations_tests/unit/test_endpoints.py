@@ -1,0 +1,79 @@
+"""The openai: spec and the endpoint pool against stand-in servers on loopback (k slots, a fixed
+delay): calls spread by free slots, never more in flight than a host holds, a failing host's call
+retried elsewhere, calls counted per host, JSON schemas sent as response_format."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from integrations_tests.openai_stub import SlotServer
+from multihop_rag import backends
+from multihop_rag.backends import BackendError
+from multihop_rag.concurrency import default_concurrency, map_bounded
+from multihop_rag.endpoints import EndpointPool
+from multihop_rag.structured import StructuredStats, generate_json
+
+
+def test_a_pool_keeps_every_slot_of_every_host_busy_and_no_more():
+    with SlotServer(slots=2, delay=0.5) as a, SlotServer(slots=2, delay=0.5) as b:
+        llm = backends.llama_index_llm(f"openai:stand-in@{a.url},{b.url}")
+        assert isinstance(llm, EndpointPool) and llm.slots == [2, 2] and default_concurrency(llm) == 4
+        started = time.perf_counter()
+        replies = map_bounded(lambda i: llm.complete(f"Paragraph {i} tells of the harbour of Pellan and its mill.").text,
+                              list(range(16)), max_concurrency=default_concurrency(llm), show_progress=False)
+        elapsed = time.perf_counter() - started
+    assert len(replies) == 16 and all(replies)
+    assert a.requests + b.requests == 16 and a.max_in_flight <= 2 and b.max_in_flight <= 2
+    assert llm.calls_per_host() == {a.url: a.requests, b.url: b.requests} and min(a.requests, b.requests) >= 6
+    assert elapsed < 16 * 0.5 / 2  # four at a time: ~2 s, not the 8 s of one at a time
+
+
+def test_a_call_that_fails_on_one_host_goes_to_another():
+    with SlotServer(slots=1, delay=0.0) as a, SlotServer(slots=1, delay=0.0) as b:
+        llm = backends.llama_index_llm(f"openai:stand-in@{a.url},{b.url}")
+        a.down = True
+        for _ in range(4):
+            assert llm.complete("The mill of Pellan grinds oats every autumn for the town.").text
+        assert b.requests == 4 and llm.calls_per_host()[a.url] == 0 and llm.failures_per_host()[a.url] >= 1
+        b.down = True
+        with pytest.raises(Exception, match="503|host down|Internal"):
+            llm.complete("Nobody answers now.")
+
+
+def test_json_schemas_are_sent_as_response_format():
+    class Facts(BaseModel):
+        class Fact(BaseModel):
+            fact: str
+            entities: list[str]
+
+        facts: list[Fact]
+
+    with SlotServer(slots=1, delay=0.0) as server:
+        llm = backends.llama_index_llm(f"openai:stand-in@{server.url}")
+        stats = StructuredStats()
+        value = generate_json(llm, "Paragraph: The Kesh Bridge crosses the Orrin. It was built in 1788.\nOutput:", Facts,
+                              stats=stats)
+    assert value is not None and [f.fact for f in value.facts][0] == "The Kesh Bridge crosses the Orrin."
+    assert stats.first_try == 1
+
+
+def test_a_server_that_is_down_or_lacks_the_model_is_one_line_saying_what_to_do(monkeypatch):
+    with SlotServer() as server:
+        with pytest.raises(BackendError, match="serves stand-in, not other"):
+            backends.llama_index_llm(f"openai:other@{server.url}")
+        url = server.url
+    with pytest.raises(BackendError, match="no OpenAI-compatible server answers"):
+        backends.llama_index_llm(f"openai:stand-in@{url}")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(BackendError, match="name the server"):
+        backends.llama_index_llm("openai:stand-in")
+
+
+def test_the_chat_model_of_an_openai_spec_answers(monkeypatch):
+    with SlotServer(slots=1, delay=0.0) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        chat = backends.chat_model("openai:stand-in")
+        assert chat.invoke("The harbour of Pellan is busy in the summer months.").content

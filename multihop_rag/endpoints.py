@@ -1,0 +1,221 @@
+"""OpenAI-compatible model servers (vLLM, llama.cpp's server, LM Studio), one or a pool of them.
+
+The spec ``openai:<model>@<url>[,<url>…]`` names a model and the hosts that serve it (without ``@``:
+``$OPENAI_BASE_URL``, comma-separated; the key from ``$OPENAI_API_KEY``). :class:`EndpointPool` is a
+LlamaIndex ``LLM`` over those hosts: each call goes to the host with the most free slots (a host's
+slots: what its server reports, llama.cpp's ``total_slots``, else ``DEFAULT_SLOTS``), a call that fails
+to reach its host is retried on another one, and :meth:`EndpointPool.calls_per_host` says where the
+calls went. Its ``pool_concurrency`` (the sum of the slots) is the build's default ``max_concurrency``,
+so a build keeps every host busy and never queues more requests than they hold. This is the path for
+a corpus that outgrows one machine; the vector side scales through a Chroma server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseAsyncGen,
+    ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.llms.llm import LLM
+from pydantic import Field, PrivateAttr
+
+from multihop_rag.concurrency import server_slots
+
+__all__ = ["DEFAULT_SLOTS", "EndpointError", "EndpointPool", "parse_openai_spec", "check_endpoint"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SLOTS = 4
+"""Slots assumed for a server that does not report them (Ollama's and a typical vLLM setting)."""
+
+T = TypeVar("T")
+
+
+class EndpointError(RuntimeError):
+    """An OpenAI-compatible server cannot be used; the message says how to fix it."""
+
+
+def parse_openai_spec(name: str) -> tuple[str, list[str]]:
+    """``"qwen@http://a:8000/v1,http://b:8000/v1"`` -> ``("qwen", [urls])``; URLs from ``$OPENAI_BASE_URL`` without ``@``."""
+    model, sep, hosts = name.partition("@")
+    hosts = hosts if sep else os.environ.get("OPENAI_BASE_URL", "")
+    urls = [u.strip().rstrip("/") for u in hosts.split(",") if u.strip()]
+    if not model or not urls:
+        raise EndpointError(f"openai:{name}: name the server, e.g. openai:{model or 'MODEL'}@http://127.0.0.1:8000/v1 "
+                            "(several hosts: comma-separated), or set OPENAI_BASE_URL")
+    return model, [u if u.endswith("/v1") else u + "/v1" for u in urls]
+
+
+def check_endpoint(url: str, model: str, timeout: float = 5.0) -> None:
+    """The server at ``url`` answers and serves ``model``; else :class:`EndpointError` saying what to do."""
+    import httpx
+
+    try:
+        response = httpx.get(f"{url}/models", timeout=timeout,
+                             headers={"Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"})
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise EndpointError(f"no OpenAI-compatible server answers at {url} ({type(exc).__name__}): start it "
+                            f"(e.g. 'llama-server -m MODEL.gguf --port 8000 --parallel 4' or 'vllm serve MODEL') "
+                            "or fix the URL") from None
+    served = [m.get("id") for m in response.json().get("data", [])]
+    if served and model not in served:
+        raise EndpointError(f"the server at {url} serves {', '.join(map(str, served))}, not {model}: use one of those names")
+
+
+def _reaches_no_host(exc: BaseException) -> bool:
+    """A failure of the host rather than of the request (worth trying on another host)."""
+    import httpx
+    import openai
+
+    return isinstance(exc, (openai.APIConnectionError, openai.InternalServerError, httpx.TransportError, ConnectionError))
+
+
+class EndpointPool(LLM):
+    """One model served by one or more OpenAI-compatible hosts (a LlamaIndex ``LLM``)."""
+
+    model: str = Field(description="The model's name on the servers.")
+    api_bases: list[str] = Field(description="The hosts' base URLs (ending in /v1).")
+    slots: list[int] = Field(default_factory=list, description="Parallel slots per host (default: as each server reports).")
+    temperature: float = 0.0
+    max_tokens: int = 512
+    context_window: int = 8192
+    seed: int = 0
+    _endpoints: list[LLM] = PrivateAttr(default_factory=list)
+    _free: list[int] = PrivateAttr(default_factory=list)
+    _ready: threading.Condition = PrivateAttr(default_factory=threading.Condition)
+    _calls: Counter = PrivateAttr(default_factory=Counter)
+    _failures: Counter = PrivateAttr(default_factory=Counter)
+
+    def model_post_init(self, context: Any) -> None:
+        from llama_index.llms.openai_like import OpenAILike
+
+        if not self.api_bases:
+            raise EndpointError("an endpoint pool needs at least one host")
+        if not self.slots:
+            self.slots = [server_slots(url) or DEFAULT_SLOTS for url in self.api_bases]
+        key = os.environ.get("OPENAI_API_KEY", "none")
+        self._endpoints = [
+            OpenAILike(model=self.model, api_base=url, api_key=key, temperature=self.temperature, max_tokens=self.max_tokens,
+                       context_window=self.context_window, is_chat_model=True, timeout=600.0, max_retries=0,
+                       additional_kwargs={"seed": self.seed})
+            for url in self.api_bases
+        ]
+        self._free = list(self.slots)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EndpointPool"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(context_window=self.context_window, num_output=self.max_tokens, is_chat_model=True,
+                           model_name=self.model)
+
+    @property
+    def pool_concurrency(self) -> int:
+        """Calls the pool answers at once: the sum of its hosts' slots."""
+        return sum(self.slots)
+
+    def calls_per_host(self) -> dict[str, int]:
+        """Calls answered by each host so far."""
+        return {url: self._calls[url] for url in self.api_bases}
+
+    def failures_per_host(self) -> dict[str, int]:
+        return {url: self._failures[url] for url in self.api_bases}
+
+    # ---- dispatch --------------------------------------------------------------------------------
+
+    def _acquire(self, exclude: set[int]) -> int:
+        with self._ready:
+            while True:
+                candidates = [i for i in range(len(self._endpoints)) if i not in exclude and self._free[i] > 0]
+                if candidates:
+                    host = max(candidates, key=lambda i: (self._free[i], -self._calls[self.api_bases[i]]))
+                    self._free[host] -= 1
+                    return host
+                self._ready.wait()
+
+    def _release(self, host: int) -> None:
+        with self._ready:
+            self._free[host] += 1
+            self._ready.notify()
+
+    def _run(self, work: Callable[[LLM], T]) -> T:
+        tried: set[int] = set()
+        while True:
+            host = self._acquire(tried)
+            try:
+                result = work(self._endpoints[host])
+                with self._ready:
+                    self._calls[self.api_bases[host]] += 1
+                return result
+            except Exception as exc:
+                if not _reaches_no_host(exc) or len(tried) + 1 >= len(self._endpoints):
+                    raise
+                with self._ready:
+                    self._failures[self.api_bases[host]] += 1
+                log.warning("%s failed (%s); the call goes to another host", self.api_bases[host], type(exc).__name__)
+                tried.add(host)
+            finally:
+                self._release(host)
+
+    @staticmethod
+    def _request(kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``format=<JSON schema>`` (what the structured-output layer gives) as OpenAI's ``response_format``."""
+        schema = kwargs.pop("format", None)
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        return kwargs
+
+    # ---- the LLM interface -----------------------------------------------------------------------
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        request = self._request(dict(kwargs))
+        return self._run(lambda llm: llm.chat(messages, **request))
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        request = self._request(dict(kwargs))
+        return self._run(lambda llm: llm.complete(prompt, formatted=formatted, **request))
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        yield self.chat(messages, **kwargs)
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt, formatted=formatted, **kwargs)
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return await asyncio.to_thread(self.chat, messages, **kwargs)
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return await asyncio.to_thread(self.complete, prompt, formatted, **kwargs)
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        response = await self.achat(messages, **kwargs)
+
+        async def one() -> ChatResponseAsyncGen:
+            yield response
+
+        return one()
+
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+        response = await self.acomplete(prompt, formatted, **kwargs)
+
+        async def one() -> CompletionResponseAsyncGen:
+            yield response
+
+        return one()
