@@ -18,6 +18,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from multihop_rag.text import count_tokens
+
 __all__ = ["SlotServer", "stand_in_reply"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -144,8 +146,9 @@ class SlotServer:
             finally:
                 with self._lock:
                     self._in_flight -= 1
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                 "total_tokens": len(prompt.split()) + len(text.split())}
+        prompt_tokens, completion_tokens = count_tokens(prompt), count_tokens(text)  # tiktoken, as the estimates
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
         if "messages" in body:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
             return {"id": "stub", "object": "chat.completion", "created": 0, "model": self.model, "choices": [choice], "usage": usage}

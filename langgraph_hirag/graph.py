@@ -20,7 +20,9 @@ Algorithm 1 (Appendix A.2), node by node::
   the paper's does: "That's enough." before any sub-question is a model failure (small models
   say it at once), asked again once; a second refusal makes the question itself the first
   sub-question (``first_question = "question"``), so every question is retrieved for at least
-  once. At most ``max_subquestions`` (paper: 5, Appendix A.1).
+  once. A sub-question naming a made-up entity of the examples that the question does not (a small
+  model copying the prompt) is asked again once (``copied_examples``); a second one is treated as a
+  refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1).
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
 - ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
@@ -157,11 +159,19 @@ def said_enough(text: str) -> bool:
 
 
 _EXAMPLE_ANSWERS = {normalize_answer(a) for a in prompts.EXAMPLE_ANSWERS}
+_EXAMPLE_ENTITIES = {normalize_answer(e) for e in prompts.EXAMPLE_ENTITIES}
 
 
 def copies_example(answer: str) -> bool:
     """Whether ``answer`` is a few-shot example's answer (a small model copying the prompt)."""
     return bool(answer.strip()) and normalize_answer(answer) in _EXAMPLE_ANSWERS
+
+
+def names_example_entity(text: str, context: str) -> bool:
+    """Whether ``text`` names a few-shot example's made-up entity that ``context`` (the question and the
+    sub-answers so far) does not: a small model copying the prompt."""
+    padded, known = f" {normalize_answer(text)} ", f" {normalize_answer(context)} "
+    return any(f" {e} " in padded and f" {e} " not in known for e in _EXAMPLE_ENTITIES)
 
 
 def _entity(extracted: str, sub_question: str) -> str:
@@ -449,14 +459,28 @@ def hirag_state_graph(
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
         if said_enough(reply.text):
             return {"stop_reason": "enough", "llm_calls": calls}
-        sub_question = first_line(reply)
+        sub_question, flagged = first_line(reply), []
+        context = " ".join([state["question"], *state.get("sub_answers", [])])
+        if names_example_entity(sub_question, context):  # asked again once, then the question itself / the end
+            flagged.append(sub_question)
+            again = [*messages, AIMessage(reply.text), HumanMessage(prompts.NOT_AN_EXAMPLE_QUESTION)]
+            reply, calls = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
+            sub_question = "" if said_enough(reply.text) else first_line(reply)
+            if names_example_entity(sub_question, context):
+                flagged.append(sub_question)
+                sub_question = ""
+            if not sub_question:
+                if not asked:
+                    return {"current": state["question"], "first_question": "question", "stop_reason": "",
+                            "llm_calls": calls, "copied_examples": flagged}
+                return {"stop_reason": "copied_example", "llm_calls": calls, "copied_examples": flagged}
         if not sub_question:
             if not asked:
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
         if normalize_answer(sub_question) in {normalize_answer(q) for q in asked}:
-            return {"stop_reason": "repeated_sub_question", "llm_calls": calls}
-        return {"current": sub_question, "stop_reason": "", "llm_calls": calls}
+            return {"stop_reason": "repeated_sub_question", "llm_calls": calls, "copied_examples": flagged}
+        return {"current": sub_question, "stop_reason": "", "llm_calls": calls, "copied_examples": flagged}
 
     def after_decompose(state: HiRAGState) -> Literal["extract_entity", "summarize"]:
         return "summarize" if state.get("stop_reason") else "extract_entity"

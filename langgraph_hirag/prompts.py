@@ -71,6 +71,14 @@ NOT_THE_EXAMPLE = (
 )
 """Ours: appended when an answer repeats an example's answer (a small model copying the examples)."""
 
+NOT_AN_EXAMPLE_QUESTION = (
+    "The examples above are about other, made-up things. Ask a simple question about the people, places "
+    "or things of this question."
+)
+"""Ours: asked once when a sub-question names an example's made-up entity (``EXAMPLE_ENTITIES``) that the
+question does not; a second such sub-question makes the question itself the first sub-question (or ends
+the decomposition after the first)."""
+
 EXTRACT_ENTITY = """Extract the subject entity of the question: the name of the person, place, work or thing the question asks about. Reply with the name only.
 
 Question: Who designed the Quern Viaduct?

@@ -70,12 +70,13 @@ class HiRAGOutput(TypedDict, total=False):
     """Per sub-question: documents and chunks tried, rethink levels, outcome (append)."""
     stop_reason: str
     """Why decomposition ended: ``enough``, ``repeated_sub_question``, ``max_subquestions``,
-    ``no_sub_question``."""
+    ``no_sub_question``, ``copied_example`` (a sub-question about an example's entity, twice)."""
     first_question: str
     """How the first sub-question came: ``decomposer``, or ``question`` when the Decomposer would not
     ask one (twice) and the question itself was retrieved for."""
     copied_examples: Annotated[list[str], operator.add]
-    """Answers equal to a prompt example's answer (asked again; dropped if copied again) (append)."""
+    """Answers equal to a prompt example's answer, and sub-questions naming an example's made-up entity
+    (each asked again once; dropped if copied again) (append)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap (sum)."""
     llm_calls: Annotated[int, operator.add]

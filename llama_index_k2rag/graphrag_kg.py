@@ -137,8 +137,9 @@ def _settings(
     chunk_overlap: int,
     context_tokens: int,
     entity_types: Sequence[str],
+    max_concurrency: int,
 ) -> dict[str, Any]:
-    """GraphRAG's configuration for a local model with a ``context_tokens`` window."""
+    """GraphRAG's configuration for a local model with a ``context_tokens`` window and ``max_concurrency`` slots."""
     vector_size = len(embed_model.get_text_embedding("dimension probe"))
     chat: dict[str, Any] = {
         "model_provider": "openai",
@@ -161,8 +162,8 @@ def _settings(
         "embedding_models": {
             "default_embedding_model": {"type": EMBEDDING_TYPE, "model_provider": "llama_index", "model": _embed_key(embed_model)}
         },
-        # A local server answers one request at a time; more only queue up and time out.
-        "concurrent_requests": 1,
+        # As many requests as the server has slots: more only queue up and time out.
+        "concurrent_requests": max_concurrency,
         "input_storage": {"base_dir": str(root / "input")},
         "output_storage": {"base_dir": str(root / "output")},
         "cache": {"type": "json", "storage": {"base_dir": str(root / "cache")}},
@@ -233,6 +234,7 @@ class GraphRAGKG:
         context_tokens: int = 8192,
         community_level: int = 2,
         response_type: str = "Multiple Paragraphs",
+        max_concurrency: int = 1,
         settings: dict[str, Any] | None = None,
     ) -> None:
         """Args:
@@ -241,6 +243,7 @@ class GraphRAGKG:
         server: a llama.cpp server to keep alive as long as this graph (it serves ``endpoint``).
         context_tokens: the chat model's window; GraphRAG's prompt budgets are set to half of it.
         community_level, response_type: GraphRAG's local-search defaults.
+        max_concurrency: requests in flight (GraphRAG's ``concurrent_requests``): the server's slots.
         settings: overrides merged into the generated configuration.
         """
         self.root = Path(root)
@@ -253,7 +256,8 @@ class GraphRAGKG:
         from graphrag.config.models.graph_rag_config import GraphRagConfig
 
         entity_types = (settings or {}).get("extract_graph", {}).get("entity_types", DEFAULT_ENTITY_TYPES)
-        values = _settings(self.root, endpoint, embed_model, chunk_size, chunk_overlap, context_tokens, entity_types)
+        values = _settings(self.root, endpoint, embed_model, chunk_size, chunk_overlap, context_tokens, entity_types,
+                           max_concurrency)
         self.config = GraphRagConfig.model_validate(_merge(values, settings or {}))
         self._tables: dict[str, Any] | None = None
 

@@ -472,6 +472,5 @@ def _graphrag(
     endpoint, server = openai_endpoint(llm)
     options.setdefault("context_tokens", int(getattr(llm.metadata, "context_window", 8192)))
     if folder is not None:
-        options.pop("max_concurrency", None)
         return GraphRAGKG.load(folder, endpoint, embed_model, server=server, **options)
     return GraphRAGKG.build(nodes, endpoint, embed_model, server=server, show_progress=show_progress, **options)

@@ -38,6 +38,12 @@ def test_settings_override_generated_values(tmp_path):
     assert graph.config.chunking.size == 300
 
 
+def test_requests_in_flight_follow_the_servers_slots(tmp_path):
+    """Issue 24: GraphRAG keeps as many requests in flight as the index's max_concurrency (K²RAG passes it)."""
+    assert GraphRAGKG(tmp_path, ENDPOINT, HashEmbedding(dim=8)).config.concurrent_requests == 1
+    assert GraphRAGKG(tmp_path, ENDPOINT, HashEmbedding(dim=8), max_concurrency=4).config.concurrent_requests == 4
+
+
 def test_embeddings_go_through_the_llama_index_model(graph):
     from graphrag_llm.embedding import create_embedding
 

@@ -376,6 +376,25 @@ def test_a_decomposer_that_refuses_twice_retrieves_for_the_question_itself(corpu
     assert len(state["trace"][0]["attempts"]) >= 1
 
 
+def test_a_sub_question_about_an_example_entity_is_asked_again(corpus):
+    """The 0.5B model's first sub-question on a 2Wiki smoke question was "What is the place of birth of
+    Odile Brask?" — a made-up entity of the examples, in no corpus. It is flagged and asked again once."""
+    script = Script(sub_questions=["What is the place of birth of Odile Brask?", "Who designed the Kesh Bridge?",
+                                   "That's enough."])
+    state = run(corpus, script, th1=2)
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?"] and state["first_question"] == "decomposer"
+    assert state["copied_examples"] == ["What is the place of birth of Odile Brask?"]
+    assert prompts.NOT_AN_EXAMPLE_QUESTION in script.prompts["decompose"][1]
+    assert state["trace"][0]["attempts"]
+
+
+def test_a_second_example_sub_question_falls_back_to_the_question(corpus):
+    script = Script(sub_questions=["Where was Odile Brask born?", "Where is Vantmoor?"], entities={QUESTION: "Kesh Bridge"})
+    state = run(corpus, script, th1=2)
+    assert state["sub_questions"] == [QUESTION] and state["first_question"] == "question"
+    assert len(state["copied_examples"]) == 2 and state["trace"][0]["attempts"]
+
+
 def test_decomposition_stops_on_a_repeated_sub_question(corpus):
     script = Script(sub_questions=["Who designed the Kesh Bridge?", "who designed the Kesh Bridge"])
     state = run(corpus, script)
