@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -110,5 +111,5 @@ def test_bad_input_exits_2_with_one_line(args, message, docs):
 def test_demo_answers_most_questions_with_the_default_model():
     out = sh("demo", env={"MULTIHOP_RAG_LLM": "llamacpp:default", "MULTIHOP_RAG_EMBED": "st:default"})
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "/" in line]
-    assert max(int(r.split("|")[2].split("/")[0]) for r in rows) >= 2, out.stdout
+    correct = [int(m.group(1)) for m in re.finditer(r"^\| \w+ \| (\d+)/\d+ \|", out.stdout, re.MULTILINE)]
+    assert len(correct) == 3 and max(correct) >= 2, out.stdout
