@@ -26,7 +26,7 @@ from langchain_resp import build_resp_graph, combined_memory  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
 from multihop_rag.metrics import exact_match, f1_score, format_ci  # noqa: E402
-from multihop_rag.stores import langchain_chroma  # noqa: E402
+from multihop_rag.stores import langchain_chroma, lc_stored_ids  # noqa: E402
 
 # FlashRAG's standard-RAG prompt, the "Standard RAG" baseline of ReSP Table 2.
 STANDARD_RAG = (
@@ -48,7 +48,7 @@ class CallCounter(BaseCallbackHandler):
 def bench(dataset: str, llm, embeddings, pool: int, limit: int, folder: str) -> list[str]:
     passages, questions = load_pooled(dataset, pool)
     store = langchain_chroma(folder, dataset, embeddings)
-    if store._collection.count() == 0:
+    if not lc_stored_ids(store):
         store.add_documents([p.to_langchain() for p in passages], ids=[p.id for p in passages])
     retriever = store.as_retriever(search_kwargs={"k": 5})
     graph = build_resp_graph(llm, retriever)
