@@ -19,8 +19,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from integrations_tests.http_stub import JSONHandler
 
 __all__ = ["OllamaStub", "ScriptedOllama", "StubReply"]
 
@@ -46,17 +48,7 @@ class _OllamaServer:
         self.requests: list[tuple[str, dict[str, Any]]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JSONHandler):
 
             def do_GET(self) -> None:
                 if self.path == "/api/tags":

@@ -15,9 +15,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
+from integrations_tests.http_stub import JSONHandler
 from multihop_rag.text import count_tokens
 
 __all__ = ["SlotServer", "stand_in_reply"]
@@ -92,22 +93,8 @@ class SlotServer:
         self._gate = threading.Semaphore(slots)
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed build)
-                    pass
 
             def do_GET(self) -> None:
                 if self.path.endswith("/models"):

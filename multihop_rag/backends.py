@@ -36,7 +36,7 @@ from pydantic import Field
 from multihop_rag import bundled
 from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
 from multihop_rag.calls import ContextOverflowError
-from multihop_rag.endpoints import EndpointError, EndpointPool, check_endpoint, parse_openai_spec
+from multihop_rag.endpoints import EndpointError, EndpointPool, api_key, check_endpoint, parse_openai_spec
 from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
 from multihop_rag.text import count_tokens
 
@@ -340,7 +340,7 @@ def chat_model(
 
         model, urls = _openai(parsed.name)
         # Query-time calls go to the first host; builds (LlamaIndex) spread over the pool.
-        return ChatOpenAI(model=model, base_url=urls[0], api_key=os.environ.get("OPENAI_API_KEY", "none"),
+        return ChatOpenAI(model=model, base_url=urls[0], api_key=api_key(),
                           temperature=temperature, max_completion_tokens=max_tokens, seed=0, timeout=600.0,
                           cache=SQLiteChatCache(cache, identity=f"openai:{model}") if cache is not None else None)
     path = _gguf(parsed.name)

@@ -23,13 +23,14 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
-__all__ = ["default_concurrency", "server_slots", "map_bounded", "OLLAMA_DEFAULT_PARALLEL"]
+__all__ = ["default_concurrency", "server_slots", "map_bounded", "DEFAULT_SERVER_SLOTS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-OLLAMA_DEFAULT_PARALLEL = 4
-"""Ollama's default ``OLLAMA_NUM_PARALLEL``."""
+DEFAULT_SERVER_SLOTS = 4
+"""Slots assumed for a server that does not report them: Ollama's default ``OLLAMA_NUM_PARALLEL``, a
+typical vLLM setting."""
 
 
 def server_slots(base_url: str, timeout: float = 1.5) -> int | None:
@@ -56,10 +57,10 @@ def default_concurrency(model: Any) -> int:
         return 1
     kind = type(model).__name__.lower()
     if "ollama" in kind:
-        return int(os.environ.get("OLLAMA_NUM_PARALLEL") or OLLAMA_DEFAULT_PARALLEL)
+        return int(os.environ.get("OLLAMA_NUM_PARALLEL") or DEFAULT_SERVER_SLOTS)
     base = getattr(model, "api_base", None) or getattr(model, "openai_api_base", None)
     if base:
-        return server_slots(str(base)) or OLLAMA_DEFAULT_PARALLEL
+        return server_slots(str(base)) or DEFAULT_SERVER_SLOTS
     return 1
 
 

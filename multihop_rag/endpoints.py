@@ -3,7 +3,7 @@
 The spec ``openai:<model>@<url>[,<url>…]`` names a model and the hosts that serve it (without ``@``:
 ``$OPENAI_BASE_URL``, comma-separated; the key from ``$OPENAI_API_KEY``). :class:`EndpointPool` is a
 LlamaIndex ``LLM`` over those hosts: each call goes to the host with the most free slots (a host's
-slots: what its server reports, llama.cpp's ``total_slots``, else ``DEFAULT_SLOTS``), a call that fails
+slots: what its server reports, llama.cpp's ``total_slots``, else :data:`~multihop_rag.concurrency.DEFAULT_SERVER_SLOTS`), a call that fails
 to reach its host is retried on another one, and :meth:`EndpointPool.calls_per_host` says where the
 calls went. Its ``pool_concurrency`` (the sum of the slots) is the build's default ``max_concurrency``,
 so a build keeps every host busy and never queues more requests than they hold. This is the path for
@@ -33,16 +33,18 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import Field, PrivateAttr
 
-from multihop_rag.concurrency import server_slots
+from multihop_rag.concurrency import DEFAULT_SERVER_SLOTS, server_slots
 
-__all__ = ["DEFAULT_SLOTS", "EndpointError", "EndpointPool", "parse_openai_spec", "check_endpoint"]
+__all__ = ["EndpointError", "EndpointPool", "api_key", "parse_openai_spec", "check_endpoint"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SLOTS = 4
-"""Slots assumed for a server that does not report them (Ollama's and a typical vLLM setting)."""
-
 T = TypeVar("T")
+
+
+def api_key() -> str:
+    """``$OPENAI_API_KEY``, or a placeholder (local servers take any key)."""
+    return os.environ.get("OPENAI_API_KEY", "none")
+
 
 
 class EndpointError(RuntimeError):
@@ -66,7 +68,7 @@ def check_endpoint(url: str, model: str, timeout: float = 5.0) -> None:
 
     try:
         response = httpx.get(f"{url}/models", timeout=timeout,
-                             headers={"Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"})
+                             headers={"Authorization": f"Bearer {api_key()}"})
         response.raise_for_status()
     except httpx.HTTPError as exc:
         raise EndpointError(f"no OpenAI-compatible server answers at {url} ({type(exc).__name__}): start it "
@@ -107,10 +109,9 @@ class EndpointPool(LLM):
         if not self.api_bases:
             raise EndpointError("an endpoint pool needs at least one host")
         if not self.slots:
-            self.slots = [server_slots(url) or DEFAULT_SLOTS for url in self.api_bases]
-        key = os.environ.get("OPENAI_API_KEY", "none")
+            self.slots = [server_slots(url) or DEFAULT_SERVER_SLOTS for url in self.api_bases]
         self._endpoints = [
-            OpenAILike(model=self.model, api_base=url, api_key=key, temperature=self.temperature, max_tokens=self.max_tokens,
+            OpenAILike(model=self.model, api_base=url, api_key=api_key(), temperature=self.temperature, max_tokens=self.max_tokens,
                        context_window=self.context_window, is_chat_model=True, timeout=600.0, max_retries=0,
                        additional_kwargs={"seed": self.seed})
             for url in self.api_bases

@@ -1,0 +1,25 @@
+"""The HTTP side the stand-in servers share: a quiet handler that answers JSON."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and sends JSON bodies."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed build)
+            pass
