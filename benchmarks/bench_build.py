@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -121,16 +122,13 @@ def main() -> None:
             calls = 0
             for setup, hosts, concurrency in (("one call at a time", 1, 1), (f"{SLOTS} slots", 1, None),
                                               (f"pool of two x {SLOTS} slots", 2, None)):
-                servers = [SlotServer(slots=SLOTS, delay=args.delay).__enter__() for _ in range(hosts)]
-                try:
+                with ExitStack() as stack:
+                    servers = [stack.enter_context(SlotServer(slots=SLOTS, delay=args.delay)) for _ in range(hosts)]
                     started = time.perf_counter()
                     index = build(method, docs, [s.url for s in servers], scratch / f"{method}-{hosts}-{concurrency}",
                                   concurrency)
                     wall = time.perf_counter() - started
                     per_host = [s.requests for s in servers]
-                finally:
-                    for server in servers:
-                        server.__exit__(None, None, None)
                 ids = stored_ids(index.vector_store)
                 if baseline is None:
                     baseline, calls = (wall, ids), sum(per_host)
