@@ -42,15 +42,20 @@ def _attention(spec: str) -> AttentionModel | None:
     return load_attention_model(spec)
 
 
-def attention_for(settings: GarlicSettings, llm_spec: str) -> AttentionModel | None:
-    """The attention model of ``settings.attention_model`` for an LLM spec (``auto``: its own GGUF)."""
+def attention_source(settings: GarlicSettings, llm_spec: str) -> str | None:
+    """Where the attention model of ``settings.attention_model`` loads from for an LLM spec (``auto``:
+    the llamacpp LLM's own GGUF), or None for embedding mode."""
     option = settings.attention_model
-    if option == "none":
-        return None
     if option == "auto":
         kind, _, name = llm_spec.partition(":")
-        return _attention(name) if kind == "llamacpp" else None
-    return _attention(option)
+        return name if kind == "llamacpp" else None
+    return None if option == "none" else option
+
+
+def attention_for(settings: GarlicSettings, llm_spec: str) -> AttentionModel | None:
+    """The attention model of ``settings.attention_model`` for an LLM spec, loaded once per process."""
+    source = attention_source(settings, llm_spec)
+    return _attention(source) if source is not None else None
 
 
 class GarlicAnswerer:
@@ -135,7 +140,8 @@ class GarlicMethod:
     def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
         """Calls and tokens of a build (:mod:`llama_index_garlic.estimate`)."""
         assert isinstance(config, GarlicSettings)
-        return estimate(passages, config, models.llm.metadata.context_window)
+        return estimate(passages, config, models.llm.metadata.context_window,
+                        attention=attention_source(config, models.llm_spec) is not None)
 
     def load(self, folder: Path, models: Models, config: BaseModel) -> GarlicAnswerer:
         assert isinstance(config, GarlicSettings)

@@ -4,25 +4,39 @@ A method counts its build's LLM calls and prompt tokens from the corpus and its 
 same chunking, the same prompts) and predicts the generated tokens from reply lengths measured on
 real builds (each method's ``estimate`` module says which). Time comes from a short measured
 calibration of the model — prompt tokens per second and generated tokens per second — kept per
-model identity in ``$XDG_CACHE_HOME/multihop-rag/speed.json``, so it is measured once per model and
-machine. How close the estimates come is measured in ``benchmarks/bench_estimate.py``.
+model identity in ``speed.json`` of :func:`multihop_rag.bundled.cache_dir`, so it is measured once per model and
+machine. A stage may also run tokens through a local attention model without an LLM call (GARLIC's
+edges); those are timed at ``ATTENTION_SPEED_SHARE`` of the measured prompt speed. How close the
+estimates come is measured in ``benchmarks/bench_estimate.py``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from multihop_rag import bundled
 from multihop_rag.calls import Call, call
 from multihop_rag.text import count_tokens
 
-__all__ = ["StageEstimate", "BuildEstimate", "Speed", "measure_speed", "summary_levels", "speed_cache_file"]
+__all__ = [
+    "ATTENTION_SPEED_SHARE",
+    "StageEstimate",
+    "BuildEstimate",
+    "Speed",
+    "measure_speed",
+    "summary_levels",
+    "speed_cache_file",
+]
+
+ATTENTION_SPEED_SHARE = 0.35
+"""A forward pass of the attention model (transformers, float32, eager attention) against llama.cpp's
+prompt speed on the same weights: 0.5B on 2 cores, ~46 against 132 tokens/s (bench_estimate)."""
 
 CALIBRATION_TEXT = (
     "The harbour master kept a ledger of every ship that entered the bay: its name, its flag, the cargo "
@@ -39,6 +53,8 @@ class StageEstimate:
     calls: int
     prompt_tokens: int
     completion_tokens: int
+    attention_tokens: int = 0
+    """Tokens run through a local attention model, no LLM call (GARLIC's edges)."""
 
 
 @dataclass
@@ -51,8 +67,12 @@ class Speed:
     call_seconds: float = 0.0
     """Fixed cost per call (request, sampling setup), measured with a one-token reply."""
 
-    def seconds(self, prompt_tokens: int, completion_tokens: int, calls: int) -> float:
-        return prompt_tokens / self.prompt_tps + completion_tokens / self.generate_tps + calls * self.call_seconds
+    def seconds(self, prompt_tokens: int, completion_tokens: int, calls: int, attention_tokens: int = 0) -> float:
+        return (prompt_tokens / self.prompt_tps + completion_tokens / self.generate_tps + calls * self.call_seconds
+                + attention_tokens / (self.prompt_tps * ATTENTION_SPEED_SHARE))
+
+    def stage_seconds(self, stage: StageEstimate) -> float:
+        return self.seconds(stage.prompt_tokens, stage.completion_tokens, stage.calls, stage.attention_tokens)
 
 
 @dataclass
@@ -79,13 +99,15 @@ class BuildEstimate:
 
     def seconds(self, speed: Speed) -> float:
         """Wall time with one call at a time at ``speed`` (several slots of a server divide the decode part)."""
-        return sum(speed.seconds(s.prompt_tokens, s.completion_tokens, s.calls) for s in self.stages)
+        return sum(speed.stage_seconds(s) for s in self.stages)
 
     def table(self, speed: Speed | None) -> str:
         """A markdown table of the stages and the total."""
         lines = ["| stage | LLM calls | prompt tokens | generated tokens | time |", "|---|---|---|---|---|"]
-        for s in [*self.stages, StageEstimate("total", self.calls, self.prompt_tokens, self.completion_tokens)]:
-            seconds = speed.seconds(s.prompt_tokens, s.completion_tokens, s.calls) if speed else None
+        total = StageEstimate("total", self.calls, self.prompt_tokens, self.completion_tokens,
+                              sum(s.attention_tokens for s in self.stages))
+        for s in [*self.stages, total]:
+            seconds = speed.stage_seconds(s) if speed else None
             lines.append(f"| {s.name} | {s.calls} | {s.prompt_tokens} | {s.completion_tokens} | {_duration(seconds)} |")
         return "\n".join(lines)
 
@@ -126,8 +148,7 @@ def summary_levels(node_tokens: Sequence[int], *, fan_in: float, reply_tokens: i
 
 
 def speed_cache_file() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "multihop-rag" / "speed.json"
+    return bundled.cache_dir() / "speed.json"
 
 
 def measure_speed(llm: Any, identity: str, *, cache_file: Path | None = None, refresh: bool = False) -> Speed:

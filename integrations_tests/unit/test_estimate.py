@@ -14,7 +14,7 @@ from llama_index_k2rag.estimate import estimate as k2rag_estimate
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex
 from llama_index_sirerag.estimate import estimate as sirerag_estimate
 from multihop_rag.corpus import Passage
-from multihop_rag.estimate import measure_speed, summary_levels
+from multihop_rag.estimate import ATTENTION_SPEED_SHARE, Speed, measure_speed, summary_levels
 
 LONG = " ".join(f"Sentence {i} tells of the river town of Pellan and its mill." for i in range(400))
 PASSAGES = [Passage("a", "Pellan", LONG), Passage("b", "Mill", "The mill of Pellan grinds oats."), Passage("c", "Oats", "Oats grow in the north.")]
@@ -56,6 +56,19 @@ def test_garlic_level_one_batches_are_the_builds(tmp_path):
     assert estimate.stages[0].calls == index.stats()["batches_per_level"]["1"] >= 4
     assert estimate.stages[-1].calls == 1
     assert garlic_estimate(PASSAGES, config.model_copy(update={"summary": "none"}), 8192).calls == 0
+
+
+def test_garlic_counts_the_attention_pass_of_its_edges_in_the_time():
+    """GARLIC's edges run each summary exchange (batch and reply) through the attention model once (B.1):
+    no LLM call, but time; a served model (no attention) costs only its calls."""
+    config = GarlicConfig(n_s=1024, summary_tokens=256)
+    with_edges = garlic_estimate(PASSAGES, config, context_window=8192)
+    without = garlic_estimate(PASSAGES, config, context_window=8192, attention=False)
+    assert all(s.attention_tokens == s.prompt_tokens + s.completion_tokens for s in with_edges.stages)
+    assert all(s.attention_tokens == 0 for s in without.stages) and without.calls == with_edges.calls
+    speed = Speed(model="m", prompt_tps=100.0, generate_tps=10.0)
+    extra = sum(s.attention_tokens for s in with_edges.stages) / (100.0 * ATTENTION_SPEED_SHARE)
+    assert with_edges.seconds(speed) == pytest.approx(without.seconds(speed) + extra)
 
 
 def test_speed_is_measured_once_per_model(tmp_path):
