@@ -74,7 +74,7 @@ def _index(args: argparse.Namespace) -> int:
     if existing is not None and updating:
         _check_same(existing, method_name, args)
     if args.estimate:
-        return _print_estimate(method, config, passages, _models(args))
+        return _print_estimate(method, config, passages, _models(args), args.recalibrate)
     models = _models(args, cache=folder / "llm_calls.sqlite")
     if not updating and not _confirm_build(method, config, passages, models, args.yes):
         _say("not built")
@@ -97,8 +97,9 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _estimate(method: Any, config: Any, passages: list[Any], models: Any) -> tuple[Any, Any] | None:
-    """The build's estimate and the model's measured speed, or None for a method without LLM calls to build."""
+def _estimate(method: Any, config: Any, passages: list[Any], models: Any, recalibrate: bool = False) -> tuple[Any, Any] | None:
+    """The build's estimate and the model's measured speed (measured again with ``recalibrate``), or None
+    for a method without LLM calls to build."""
     from multihop_rag.cache import model_identity
     from multihop_rag.estimate import measure_speed
 
@@ -106,11 +107,11 @@ def _estimate(method: Any, config: Any, passages: list[Any], models: Any) -> tup
         return None
     estimate = method.estimate(passages, models, config)
     identity = f"{models.llm_spec} {model_identity(models.llm.inner).get('digest') or ''} cpus={os.cpu_count()}"
-    return estimate, measure_speed(models.llm.inner, identity)
+    return estimate, measure_speed(models.llm.inner, identity, refresh=recalibrate)
 
 
-def _print_estimate(method: Any, config: Any, passages: list[Any], models: Any) -> int:
-    found = _estimate(method, config, passages, models)
+def _print_estimate(method: Any, config: Any, passages: list[Any], models: Any, recalibrate: bool) -> int:
+    found = _estimate(method, config, passages, models, recalibrate)
     if found is None:
         print(f"{method.name}: no LLM call to build {len(passages)} documents (embeddings only)")
         return 0
@@ -289,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace the store's index instead of updating it")
     p.add_argument("--estimate", action="store_true", help="print the build's LLM calls, tokens and time, and build nothing "
                    "(measures the model's speed once: ~20 s)")
+    p.add_argument("--recalibrate", action="store_true", help="with --estimate: measure the model's speed again (do it "
+                   "on an idle machine; the kept speed serves every later estimate)")
     p.add_argument("--yes", action="store_true", help="build without asking, even when the estimate is over an hour")
     common(p)
     p.set_defaults(run=_index)

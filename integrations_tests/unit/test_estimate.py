@@ -3,6 +3,8 @@ level-1 batches), the speed is measured once per model, and ``index --estimate``
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
@@ -91,3 +93,20 @@ def test_index_estimate_prints_the_cost_and_builds_nothing(capsys, docs, tmp_pat
         assert "no LLM call" in out
     else:
         assert "| total |" in out and "generated tokens/s" in out
+
+
+def test_recalibrate_measures_the_speed_again(capsys, docs, tmp_path, fake_models):  # noqa: F811
+    """A speed measured on a busy machine is not kept forever: ``--recalibrate`` measures it again."""
+    from multihop_rag import estimate
+
+    store = str(tmp_path / "store")
+    run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate")
+    known = json.loads(estimate.speed_cache_file().read_text())
+    (entry,) = known.values()
+    known = {k: {**v, "prompt_tps": 0.5} for k, v in known.items()}
+    estimate.speed_cache_file().write_text(json.dumps(known))
+    code, out, _ = run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate")
+    assert code == 0 and "measured 0 prompt" in out  # the kept speed, slow as it was written
+    code, out, _ = run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate", "--recalibrate")
+    assert code == 0 and "measured 0 prompt" not in out
+    assert json.loads(estimate.speed_cache_file().read_text())[entry["model"]]["prompt_tps"] != 0.5
