@@ -4,8 +4,6 @@ retried elsewhere, calls counted per host, JSON schemas sent as response_format.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from pydantic import BaseModel
 
@@ -21,14 +19,12 @@ def test_a_pool_keeps_every_slot_of_every_host_busy_and_no_more():
     with SlotServer(slots=2, delay=0.5) as a, SlotServer(slots=2, delay=0.5) as b:
         llm = backends.llama_index_llm(f"openai:stand-in@{a.url},{b.url}")
         assert isinstance(llm, EndpointPool) and llm.slots == [2, 2] and default_concurrency(llm) == 4
-        started = time.perf_counter()
         replies = map_bounded(lambda i: llm.complete(f"Paragraph {i} tells of the harbour of Pellan and its mill.").text,
                               list(range(16)), max_concurrency=default_concurrency(llm), show_progress=False)
-        elapsed = time.perf_counter() - started
     assert len(replies) == 16 and all(replies)
-    assert a.requests + b.requests == 16 and a.max_in_flight <= 2 and b.max_in_flight <= 2
-    assert llm.calls_per_host() == {a.url: a.requests, b.url: b.requests} and min(a.requests, b.requests) >= 6
-    assert elapsed < 16 * 0.5 / 2  # four at a time: ~2 s, not the 8 s of one at a time
+    # every slot of both hosts was filled, none overfilled (the time this saves is measured in bench_build)
+    assert a.requests + b.requests == 16 and a.max_in_flight == 2 and b.max_in_flight == 2
+    assert llm.calls_per_host() == {a.url: a.requests, b.url: b.requests} and min(a.requests, b.requests) >= 4
 
 
 def test_a_call_that_fails_on_one_host_goes_to_another():
