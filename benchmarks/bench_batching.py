@@ -2,11 +2,13 @@
 then both trees' summaries) on a few pooled HotpotQA passages, in-process (llama-cpp-python, one call at
 a time) against llama.cpp's own server (``llama-server``, continuous batching) with ``--parallel`` 1, 2
 and 4, reached through the ``openai:`` spec so the build keeps every slot busy. Same bundled GGUF, same
-threads. The last column isolates batching from the build flags (a server built for this CPU against
-the portable wheel). Prints wall time, LLM calls, generated tokens per second and the speed-up.
+threads. The last column isolates batching (the same server with more slots) from the rest of the
+difference between the server and the in-process path (its sampling; build it with the wheel's flags,
+``-DGGML_NATIVE=OFF``, to compare like with like). Prints wall time, LLM calls, generated tokens per
+second and the speed-up.
 
 ``llama-server`` is not a Python package: build it from the llama.cpp sources that llama-cpp-python's
-sdist vendors (``cmake -B build && cmake --build build --target llama-server``) and pass its path.
+sdist vendors (``cmake -B build -DGGML_NATIVE=OFF && cmake --build build --target llama-server``) and pass its path.
 
     .venv/bin/python benchmarks/bench_batching.py --server-bin PATH/llama-server [--passages 8] [--model qwen2.5-coder-0.5b]
 """
