@@ -73,7 +73,8 @@ def map_bounded(
     show_progress: bool = True,
 ) -> list[R]:
     """``[function(item) for item in items]`` with at most ``max_concurrency`` running at once; the
-    progress bar moves as each finishes. An exception is raised once every running call is done."""
+    progress bar moves as each finishes. On an exception (a failed call, Ctrl-C) the calls not
+    started yet are dropped, and it is raised once the running ones are done."""
     if max_concurrency <= 1 or len(items) <= 1:
         return [function(item) for item in tqdm(items, desc=desc, disable=not show_progress)]
     results: list[Any] = [None] * len(items)
@@ -81,7 +82,12 @@ def map_bounded(
         total=len(items), desc=desc, disable=not show_progress
     ) as bar:
         futures = {pool.submit(function, item): i for i, item in enumerate(items)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update()
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+        except BaseException:
+            for future in futures:
+                future.cancel()  # calls not started yet do not start
+            raise
     return results
