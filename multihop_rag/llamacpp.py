@@ -3,9 +3,11 @@
 Why not the frameworks' own integrations: LlamaIndex's ``LlamaCPP`` formats prompts itself and
 ignores the chat template stored in the GGUF, and LangChain's ``ChatLlamaCpp`` lives in
 langchain-community, which is being sunset. Both adapters here call
-``llama_cpp.Llama.create_chat_completion``, which applies the GGUF's own template and takes a
-JSON schema for constrained decoding. Like Ollama's integrations, both accept ``format=`` (a JSON
-schema dict, or ``"json"``) on each call, so :mod:`multihop_rag.structured` treats them alike.
+``llama_cpp.Llama.create_chat_completion``, which applies the GGUF's own template. Like Ollama's
+integrations, both accept ``format=`` (a JSON schema dict, or ``"json"``) on each call, so
+:mod:`multihop_rag.structured` treats them alike; greedy calls are held to it by
+:mod:`multihop_rag.llamacpp_grammar` (the grammar asked about the chosen token first, as llama.cpp's
+server does), others by llama-cpp-python's ``response_format``.
 
 One ``Llama`` is loaded per (path, context size) and shared by every adapter in the process;
 a lock serialises calls (a ``Llama`` is not thread-safe).
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field
 
 from multihop_rag.calls import ContextOverflowError
+from multihop_rag.llamacpp_grammar import GreedyGrammar
 
 __all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama", "count_model_tokens"]
 
@@ -69,10 +73,8 @@ def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT) -> tuple[An
         return _MODELS[key], _LOCKS[key]
 
 
-def _response_format(format: str | dict[str, Any] | None) -> dict[str, Any] | None:
+def _response_format(format: str | dict[str, Any]) -> dict[str, Any]:
     """Translate Ollama's ``format=`` convention into llama.cpp's ``response_format``."""
-    if not format:
-        return None
     if format == "json":
         return {"type": "json_object"}
     return {"type": "json_object", "schema": format}
@@ -85,12 +87,31 @@ def count_model_tokens(model_path: str | Path, text: str, n_ctx: int = DEFAULT_C
         return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
+@contextmanager
+def _constraint(llama: Any, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The arguments that hold a call to its ``format=`` (popped from ``params``): for greedy decoding
+    a :class:`~multihop_rag.llamacpp_grammar.GreedyGrammar` (the same reply, at unconstrained speed),
+    else llama-cpp-python's ``response_format``."""
+    from llama_cpp import LogitsProcessorList
+
+    format = params.pop("format", None)
+    if not format:
+        yield {}
+    elif params.get("temperature", 0.0) == 0.0:
+        grammar = GreedyGrammar(llama, format)
+        try:
+            yield {"logits_processor": LogitsProcessorList([grammar])}
+        finally:
+            grammar.close()
+    else:
+        yield {"response_format": _response_format(format)}
+
+
 def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
     llama, lock = load_llama(model_path, n_ctx)
-    response_format = _response_format(params.pop("format", None))
-    with lock:
+    with lock, _constraint(llama, params) as constraint:
         try:
-            return llama.create_chat_completion(messages=messages, response_format=response_format, **params)
+            return llama.create_chat_completion(messages=messages, **constraint, **params)
         except ValueError as exc:
             if "context window" in str(exc):
                 raise ContextOverflowError(f"{Path(model_path).name}: {exc}; shorten the input or raise n_ctx") from None
@@ -106,12 +127,9 @@ def _stream_chat(
     number of streamed tokens and the context length.
     """
     llama, lock = load_llama(model_path, n_ctx)
-    response_format = _response_format(params.pop("format", None))
-    with lock:
+    with lock, _constraint(llama, params) as constraint:
         generated = 0
-        for chunk in llama.create_chat_completion(
-            messages=messages, response_format=response_format, stream=True, **params
-        ):
+        for chunk in llama.create_chat_completion(messages=messages, stream=True, **constraint, **params):
             if delta := chunk["choices"][0]["delta"].get("content"):
                 generated += 1
                 yield delta

@@ -53,3 +53,39 @@ def test_constrained_json_is_valid_first_time_on_both(li_llm, lc_chat):
 def test_constrained_label(lc_chat):
     prompt = f"{PASSAGE}\n\nDoes the passage say who designed the bridge? Answer Yes or No."
     assert generate_label(lc_chat, prompt) == "Yes"
+
+
+def test_greedy_grammar_replies_as_response_format_does_at_unconstrained_speed(li_llm):
+    """Issue 24: the grammar asked about the greedy token first gives llama-cpp-python's constrained reply.
+
+    Both are compared after the prompt is in the model's cache (llama-cpp-python's first call of a
+    prompt evaluates it differently from a repeat, with other rounding)."""
+    from llama_cpp import LogitsProcessorList
+
+    from multihop_rag.llamacpp import load_llama
+    from multihop_rag.llamacpp_grammar import GreedyGrammar
+
+    llama, lock = load_llama(li_llm.model_path, li_llm.context_window)
+    schema = Facts.model_json_schema()
+    messages = [{"role": "user", "content": f"List the facts and named entities of this passage as JSON.\n\n{PASSAGE}"}]
+    options = {"messages": messages, "max_tokens": 200, "temperature": 0.0, "seed": 0}
+    with lock:
+        replies = [llama.create_chat_completion(**options, response_format={"type": "json_object", "schema": schema})
+                   for _ in range(2)]
+        grammar = GreedyGrammar(llama, schema)
+        try:
+            ours = llama.create_chat_completion(**options, logits_processor=LogitsProcessorList([grammar]))
+        finally:
+            grammar.close()
+    text = ours["choices"][0]["message"]["content"]
+    assert text == replies[1]["choices"][0]["message"]["content"]
+    assert Facts.model_validate_json(text).facts
+    assert grammar.tokens == ours["usage"]["completion_tokens"] + 1  # and the end-of-turn token
+    assert grammar.full_checks < grammar.tokens / 4  # the whole vocabulary was checked for few tokens
+
+
+def test_sampled_json_keeps_llama_cpp_python_constraint(lc_chat):
+    """Above temperature 0 the reply is held to the schema by ``response_format``."""
+    message = lc_chat.invoke(f"List the facts and named entities of this passage.\n\n{PASSAGE}",
+                             format=Facts.model_json_schema(), temperature=0.7)
+    assert Facts.model_validate_json(message.text).entities
