@@ -164,7 +164,7 @@ class OllamaStub(_OllamaServer):
         return {"model": model, "embeddings": [v.tolist() for v in vectors]}
 
     def reply(self, body: dict[str, Any], stream: Callable[[str], None] | None) -> StubReply:
-        from multihop_rag.llamacpp import _response_format, load_llama
+        from multihop_rag.llamacpp import _constraint, load_llama
 
         options = body.get("options") or {}
         llama, lock = load_llama(self.llm_models[body["model"].removesuffix(":latest")], int(options.get("num_ctx") or 4096))
@@ -172,13 +172,13 @@ class OllamaStub(_OllamaServer):
             "max_tokens": int(options.get("num_predict") or 256),
             "temperature": float(options.get("temperature") or 0.0),
             "seed": int(options.get("seed") or 0),
-            "response_format": _response_format(body.get("format") or None),
+            "format": body.get("format"),
         }
         if options.get("stop"):
             params["stop"] = options["stop"]
-        with lock:
+        with lock, _constraint(llama, params) as constraint:  # Ollama, too, checks the grammar on the chosen token
             if stream is None:
-                raw = llama.create_chat_completion(messages=_messages(body), **params)
+                raw = llama.create_chat_completion(messages=_messages(body), **constraint, **params)
                 usage = raw.get("usage") or {}
                 return StubReply(
                     raw["choices"][0]["message"]["content"] or "",
@@ -187,7 +187,7 @@ class OllamaStub(_OllamaServer):
                     usage.get("completion_tokens", 0),
                 )
             tokens, reason = 0, "stop"
-            for chunk in llama.create_chat_completion(messages=_messages(body), stream=True, **params):
+            for chunk in llama.create_chat_completion(messages=_messages(body), stream=True, **constraint, **params):
                 choice = chunk["choices"][0]
                 if delta := choice["delta"].get("content"):
                     tokens += 1
