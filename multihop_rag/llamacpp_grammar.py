@@ -48,6 +48,8 @@ class GreedyGrammar:
             raise ValueError("llama.cpp could not parse the grammar of this JSON schema")
         self._chosen: int | None = None
         self._one = np.zeros(1, dtype=_TOKEN_DATA)
+        self._only: np.ndarray | None = None
+        """The logits handed back: -inf but for the chosen token (one buffer for the whole generation)."""
         self.tokens = 0
         """Tokens chosen so far."""
         self.full_checks = 0
@@ -72,11 +74,14 @@ class GreedyGrammar:
             self._apply(candidates)
             token = int(np.argmax(candidates["logit"]))
             self.full_checks += 1
+        if self._only is None:
+            self._only = np.full(len(scores), -np.inf, dtype=np.float32)
+        elif self._chosen is not None:
+            self._only[self._chosen] = -np.inf
+        self._only[token] = scores[token]
         self._chosen = token
         self.tokens += 1
-        only = np.full(len(scores), -np.inf, dtype=np.float32)
-        only[token] = scores[token]
-        return only
+        return self._only
 
     def close(self) -> None:
         if self._sampler:
