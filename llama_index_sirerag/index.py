@@ -18,8 +18,9 @@ Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``u
 
 LLM calls go through the index's own call cache (a SQLite file beside its persisted files, or the
 path given as ``cache``), so a killed build resumes without repeating finished calls; they run
-``max_concurrency`` at once (default: the model server's parallel slots). ``stats()`` reports each
-build stage's time, busy share, calls and tokens, and what the last update rewrote.
+``max_concurrency`` at once (default: the model server's parallel slots), the two trees side by side
+when that is more than one (stage ``trees``). ``stats()`` reports each build stage's time, busy share,
+calls and tokens, and what the last update rewrote.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
 from multihop_rag.cache import LLMCache, cached_llm
 from multihop_rag.clustering import cluster
-from multihop_rag.concurrency import default_concurrency
+from multihop_rag.concurrency import CallLimit, default_concurrency, side_by_side
 from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
 from multihop_rag.stores import StoreError, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 from multihop_rag.structured import StructuredStats
@@ -234,9 +235,9 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
             for node, vector in zip(todo, vectors, strict=True):
                 node.embedding = vector
 
-    def _builder(self, tree: str) -> TreeBuilder:
+    def _builder(self, tree: str, limit: CallLimit) -> TreeBuilder:
         return TreeBuilder(tree=tree, llm=self.llm, embed_model=self.embed_model, clustering=self.config.clustering(),
-                           depth=self.config.tree_depth, max_concurrency=self.max_concurrency,
+                           depth=self.config.tree_depth, max_concurrency=limit,
                            show_progress=self._show_progress, failures=self.failures)
 
     def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
@@ -256,24 +257,22 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         if config.relatedness or config.dual_clustering_on_chunks:
             with self._stages.stage("propositions"):
                 self._extract([c for c in chunks if c.id not in self.propositions])
-        similarity = self._builder("similarity")
-        with self._stages.stage("similarity_tree"):
-            if first_build or config.dual_clustering_on_chunks:
-                leaves = [n for n in self.nodes.values() if n.tree == "similarity" and n.level == 0 and n.id not in gone]
-                for nid in [n.id for n in self.nodes.values() if n.tree == "similarity"]:
-                    del self.nodes[nid]
-                leaves = [TreeNode(**{**asdict(n), "parents": []}) for n in leaves] + chunks
-                extra = self._entity_clusters(leaves) if config.dual_clustering_on_chunks else []
-                similarity.build(leaves, self.nodes, extra_first_clusters=extra)
-            else:
-                similarity.remove_leaves(gone, self.nodes)
-                rewritten, splits = similarity.rewritten, similarity.splits
-                similarity.add_leaves(chunks, self.nodes)
-            rewritten, splits = rewritten + similarity.rewritten, splits + similarity.splits
-        if config.relatedness and not config.dual_clustering_on_chunks:
-            with self._stages.stage("relatedness_tree"):
-                r, s = self._relatedness(first_build)
-                rewritten, splits = rewritten + r, splits + s
+        # The trees are independent (§4.1, §4.2): built side by side, each fills the slots the other's
+        # waits between levels leave free; the similarity tree on its own dict, merged back after.
+        similarity_nodes = {i: n for i, n in self.nodes.items() if n.tree == "similarity"}
+        for nid in similarity_nodes:
+            del self.nodes[nid]
+        relatedness = config.relatedness and not config.dual_clustering_on_chunks
+        try:
+            with self._stages.stage("trees"):
+                (r_rewritten, r_splits), (s_rewritten, s_splits) = side_by_side(
+                    lambda limit: self._relatedness(first_build, limit) if relatedness else (0, 0),
+                    lambda limit: self._similarity(similarity_nodes, chunks, gone, first_build, limit),
+                    max_concurrency=self.max_concurrency,
+                )
+        finally:
+            self.nodes.update(similarity_nodes)
+        rewritten, splits = r_rewritten + s_rewritten, r_splits + s_splits
         with self._stages.stage("vector_store"):
             self._sync()
         spent = self.llm.usage - before
@@ -283,6 +282,23 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
             "seconds": round(time.perf_counter() - started, 1),
         }
         return self.last_update
+
+    def _similarity(self, nodes: dict[str, TreeNode], chunks: list[TreeNode], gone: list[str], first_build: bool,
+                    limit: CallLimit) -> tuple[int, int]:
+        """Bring the similarity tree (``nodes``: its nodes only) in line with the chunks; returns the
+        summaries written and the clusters split."""
+        builder = self._builder("similarity", limit)
+        if not (first_build or self.config.dual_clustering_on_chunks):
+            builder.remove_leaves(gone, nodes)
+            rewritten, splits = builder.rewritten, builder.splits
+            builder.add_leaves(chunks, nodes)
+            return rewritten + builder.rewritten, splits + builder.splits
+        leaves = [TreeNode(**{**asdict(n), "parents": []}) for n in nodes.values() if n.level == 0 and n.id not in gone]
+        nodes.clear()
+        leaves += chunks
+        extra = self._entity_clusters(leaves) if self.config.dual_clustering_on_chunks else []
+        builder.build(leaves, nodes, extra_first_clusters=extra)
+        return builder.rewritten, builder.splits
 
     def _extract(self, chunks: Sequence[TreeNode]) -> None:
         position = len(self.propositions)
@@ -333,7 +349,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
                        for p in propositions if p.entities]
         return list({n.id: n for n in leaves}.values())
 
-    def _relatedness(self, first_build: bool) -> tuple[int, int]:
+    def _relatedness(self, first_build: bool, limit: CallLimit) -> tuple[int, int]:
         """Bring the relatedness tree in line with the propositions: removed and new leaves only."""
         config = self.config
         wanted = {n.id: n for n in self._relatedness_leaves()}
@@ -342,7 +358,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         self._embed(new)
         clustered = [n for n in new if n.kind == "aggregate" or not config.aggregates]
         unclustered = {n.id: n for n in new if n.kind != "aggregate" and config.aggregates}
-        builder = self._builder("relatedness")
+        builder = self._builder("relatedness", limit)
         if not config.relatedness_summaries:
             for i in current - set(wanted):
                 del self.nodes[i]

@@ -35,7 +35,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_sirerag.prompts import SUMMARY_QUERY
 from multihop_rag.clustering import ClusterConfig, cluster
-from multihop_rag.concurrency import map_bounded
+from multihop_rag.concurrency import CallLimit, map_bounded
 from multihop_rag.text import count_tokens
 
 __all__ = ["TreeNode", "TreeBuilder", "node_id", "tree_stats"]
@@ -83,7 +83,8 @@ class TreeBuilder:
     embed_model: BaseEmbedding
     clustering: ClusterConfig
     depth: int
-    max_concurrency: int = 1
+    max_concurrency: int | CallLimit = 1
+    """Calls in flight at most: a number, or a limit shared with the other tree built beside this one."""
     show_progress: bool = True
     failures: list[str] = field(default_factory=list)
     rewritten: int = 0

@@ -6,7 +6,9 @@ leaves them idle; one that sends more than the slots makes requests queue and ti
 :func:`default_concurrency` picks the server's slot count where it can be read (llama.cpp's server
 reports ``total_slots``), else 4 for Ollama and OpenAI-compatible servers, and 1 for the in-process
 model (one model, one lock: more threads only wait). Every build stage of every method maps its
-calls through :func:`map_bounded` with that one number (``max_concurrency``).
+calls through :func:`map_bounded` with that one number (``max_concurrency``); stages that run side by
+side (:func:`side_by_side`) share one :class:`CallLimit` of that size, so together they stay within
+the slots.
 
 Threads, not ``asyncio.run``: library code must work inside a running event loop (notebooks).
 """
@@ -15,18 +17,22 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
-__all__ = ["default_concurrency", "server_slots", "map_bounded", "DEFAULT_SERVER_SLOTS"]
+__all__ = ["default_concurrency", "server_slots", "map_bounded", "CallLimit", "side_by_side", "DEFAULT_SERVER_SLOTS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+A = TypeVar("A")
+B = TypeVar("B")
 
 DEFAULT_SERVER_SLOTS = 4
 """Slots assumed for a server that does not report them: Ollama's default ``OLLAMA_NUM_PARALLEL``, a
@@ -64,24 +70,62 @@ def default_concurrency(model: Any) -> int:
     return 1
 
 
+class CallLimit:
+    """At most ``size`` calls in flight across every :func:`map_bounded` given this limit (stages running
+    side by side). After :meth:`cancel`, a call that has not started raises ``CancelledError``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._free = self.size
+        self._cancelled = False
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one of the calls in flight for the duration of the block."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._cancelled or self._free > 0)
+            if self._cancelled:
+                raise CancelledError("the build stopped; this call was not started")
+            self._free -= 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify()
+
+    def cancel(self) -> None:
+        with self._changed:
+            self._cancelled = True
+            self._changed.notify_all()
+
+
 def map_bounded(
     function: Callable[[T], R],
     items: Sequence[T],
     *,
-    max_concurrency: int,
+    max_concurrency: int | CallLimit,
     desc: str = "",
     show_progress: bool = True,
 ) -> list[R]:
-    """``[function(item) for item in items]`` with at most ``max_concurrency`` running at once; the
-    progress bar moves as each finishes. On an exception (a failed call, Ctrl-C) the calls not
-    started yet are dropped, and it is raised once the running ones are done."""
-    if max_concurrency <= 1 or len(items) <= 1:
-        return [function(item) for item in tqdm(items, desc=desc, disable=not show_progress)]
+    """``[function(item) for item in items]`` with at most ``max_concurrency`` running at once (a number,
+    or a :class:`CallLimit` shared with maps running beside this one); the progress bar moves as each
+    finishes. On an exception (a failed call, Ctrl-C) the calls not started yet are dropped, and it is
+    raised once the running ones are done."""
+    limit = max_concurrency if isinstance(max_concurrency, CallLimit) else CallLimit(max_concurrency)
+
+    def bounded(item: T) -> R:
+        with limit.slot():
+            return function(item)
+
+    if limit.size <= 1 or len(items) <= 1:
+        return [bounded(item) for item in tqdm(items, desc=desc, disable=not show_progress)]
     results: list[Any] = [None] * len(items)
-    with ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
+    with ThreadPoolExecutor(max_workers=limit.size, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
         total=len(items), desc=desc, disable=not show_progress
     ) as bar:
-        futures = {pool.submit(function, item): i for i, item in enumerate(items)}
+        futures = {pool.submit(bounded, item): i for i, item in enumerate(items)}
         try:
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
@@ -91,3 +135,34 @@ def map_bounded(
                 future.cancel()  # calls not started yet do not start
             raise
     return results
+
+
+def side_by_side(first: Callable[[CallLimit], A], second: Callable[[CallLimit], B], *, max_concurrency: int) -> tuple[A, B]:
+    """``(first(limit), second(limit))``: two independent stages whose calls share one :class:`CallLimit`
+    of ``max_concurrency``. With more than one call in flight ``second`` runs on its own thread beside
+    ``first``, so each fills the slots the other leaves free (a level waiting for the one below, CPU
+    work between calls); with one, they run one after the other (beside, the CPU work would only
+    slow the in-process model). If either fails (or Ctrl-C), neither starts another call, and the
+    error is raised once both have stopped."""
+    limit = CallLimit(max_concurrency)
+    if limit.size <= 1:
+        return first(limit), second(limit)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="multihop-rag-beside") as side:
+        beside = side.submit(second, limit)
+        beside.add_done_callback(lambda done: _cancel_on_failure(done, limit))
+        try:
+            result = first(limit)
+        except CancelledError:  # stopped by the failure of ``second``: that is the error to raise
+            failure = beside.exception()
+            if failure is not None and not isinstance(failure, CancelledError):
+                raise failure from None
+            raise
+        except BaseException:
+            limit.cancel()
+            raise
+        return result, beside.result()
+
+
+def _cancel_on_failure(done: Future[Any], limit: CallLimit) -> None:
+    if done.exception() is not None:
+        limit.cancel()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from multihop_rag.concurrency import map_bounded
+from multihop_rag.concurrency import map_bounded, side_by_side
 
 
 def test_calls_stay_within_the_bound_and_results_keep_their_order():
@@ -38,3 +38,56 @@ def test_a_failing_call_drops_the_calls_not_started():
     with pytest.raises(ValueError, match="model down"):
         map_bounded(call, list(range(50)), max_concurrency=2, show_progress=False)
     assert len(started) < 10
+
+
+class InFlight:
+    """Counts the calls in flight, by stage, and the most seen at once."""
+
+    def __init__(self) -> None:
+        self.lock, self.now, self.most, self.overlapped = threading.Lock(), {"a": 0, "b": 0}, 0, False
+        self.order: list[str] = []
+
+    def call(self, stage: str, seconds: float = 0.01) -> None:
+        with self.lock:
+            self.now[stage] += 1
+            self.most = max(self.most, sum(self.now.values()))
+            self.overlapped |= all(self.now.values())
+            self.order.append(stage)
+        time.sleep(seconds)
+        with self.lock:
+            self.now[stage] -= 1
+
+
+def test_stages_side_by_side_share_the_slots_and_fill_each_others_gaps():
+    """Issue 24: SiReRAG's two trees run beside each other within one limit of calls in flight."""
+    seen = InFlight()
+
+    def stage(name):
+        return lambda limit: map_bounded(lambda i: seen.call(name) or i, list(range(12)), max_concurrency=limit,
+                                         show_progress=False)
+
+    assert side_by_side(stage("a"), stage("b"), max_concurrency=3) == (list(range(12)), list(range(12)))
+    assert seen.most == 3 and seen.overlapped
+
+
+def test_with_one_call_at_a_time_the_stages_run_one_after_the_other():
+    seen = InFlight()
+    side_by_side(lambda limit: map_bounded(lambda i: seen.call("a"), [1, 2], max_concurrency=limit, show_progress=False),
+                 lambda limit: map_bounded(lambda i: seen.call("b"), [1, 2], max_concurrency=limit, show_progress=False),
+                 max_concurrency=1)
+    assert seen.order == ["a", "a", "b", "b"] and seen.most == 1
+
+
+def test_a_stage_that_fails_stops_the_other_and_its_error_is_raised():
+    seen = InFlight()
+
+    def failing(limit):
+        def call(i):
+            seen.call("b")
+            raise ValueError("model down")
+        return map_bounded(call, [1, 2], max_concurrency=limit, show_progress=False)
+
+    with pytest.raises(ValueError, match="model down"):
+        side_by_side(lambda limit: map_bounded(lambda i: seen.call("a"), list(range(200)), max_concurrency=limit,
+                                               show_progress=False), failing, max_concurrency=2)
+    assert seen.order.count("a") < 20

@@ -2,6 +2,8 @@
 
 import json
 import re
+import threading
+import time
 
 import pytest
 from llama_index.core import Document
@@ -180,6 +182,35 @@ def test_dual_clustering_adds_entity_clusters_to_level_one(docs, tmp_path):
     dual, _ = build(docs, tmp_path, dual_clustering_on_chunks=True)
     level1 = lambda idx: sum(1 for n in idx.nodes.values() if n.level == 1)  # noqa: E731
     assert level1(dual) > level1(raptor)
+
+
+def test_trees_are_built_side_by_side_within_the_slots_and_give_the_same_pool(docs, tmp_path):
+    """Issue 24: with calls to spare the similarity tree's summaries run beside the relatedness tree's,
+    never more than ``max_concurrency`` at once, and the pool is the one a sequential build makes."""
+    respond, lock, flying, snapshots = fake_llm().script, threading.Lock(), [], []
+
+    def slow(prompt):
+        with lock:
+            flying.append(prompt)
+            snapshots.append(list(flying))
+        time.sleep(0.01)
+        with lock:
+            flying.remove(prompt)
+        return respond(prompt)
+
+    sequential, _ = build(docs, tmp_path / "one")
+    beside = SiReRAGIndex.from_documents(docs, llm=ScriptedLLM(slow), embed_model=HashEmbedding(), config=SiReRAGConfig(),
+                                         show_progress=False, cache=tmp_path / "three.sqlite", max_concurrency=3)
+    assert set(beside.nodes) == set(sequential.nodes) and "trees" in beside.stats()["stages"]
+    chunk_starts = [n.text[:40] for n in beside.nodes.values() if n.kind == "chunk"]
+
+    def tree(prompt):
+        if prompt.startswith("Extract all facts"):
+            return "propositions"
+        return "similarity" if any(start in prompt for start in chunk_starts) else "relatedness"
+
+    assert max(len(s) for s in snapshots) == 3
+    assert any({"similarity", "relatedness"} <= {tree(p) for p in s} for s in snapshots)
 
 
 def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
