@@ -20,6 +20,7 @@ import os
 import threading
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -72,19 +73,34 @@ def default_concurrency(model: Any) -> int:
 
 class CallLimit:
     """At most ``size`` calls in flight across every :func:`map_bounded` given this limit (stages running
-    side by side). After :meth:`cancel`, a call that has not started raises ``CancelledError``."""
+    side by side). A freed slot goes to the call that has waited longest, so a stage that frees and
+    retakes slots back to back cannot starve the one beside it. After :meth:`cancel`, a call that has
+    not started raises ``CancelledError``."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
         self._free = self.size
         self._cancelled = False
         self._changed = threading.Condition()
+        self._queue: deque[object] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        with self._changed:
+            return len(self._queue)
 
     @contextmanager
     def slot(self) -> Iterator[None]:
         """Hold one of the calls in flight for the duration of the block."""
         with self._changed:
-            self._changed.wait_for(lambda: self._cancelled or self._free > 0)
+            ticket = object()
+            self._queue.append(ticket)
+            try:
+                self._changed.wait_for(lambda: self._cancelled or (self._free > 0 and self._queue[0] is ticket))
+            finally:
+                self._queue.remove(ticket)
+                self._changed.notify_all()  # the next in line may take a slot still free
             if self._cancelled:
                 raise CancelledError("the build stopped; this call was not started")
             self._free -= 1
@@ -93,7 +109,7 @@ class CallLimit:
         finally:
             with self._changed:
                 self._free += 1
-                self._changed.notify()
+                self._changed.notify_all()
 
     def cancel(self) -> None:
         with self._changed:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from multihop_rag.concurrency import map_bounded, side_by_side
+from multihop_rag.concurrency import CallLimit, map_bounded, side_by_side
 
 
 def test_calls_stay_within_the_bound_and_results_keep_their_order():
@@ -68,6 +68,25 @@ def test_stages_side_by_side_share_the_slots_and_fill_each_others_gaps():
 
     assert side_by_side(stage("a"), stage("b"), max_concurrency=3) == (list(range(12)), list(range(12)))
     assert seen.most == 3 and seen.overlapped
+
+
+def test_a_freed_slot_goes_to_the_call_that_waited_longest():
+    """A stage whose calls free and retake slots back to back must not starve the stage beside it (the
+    failure CI saw: 200 calls of one stage before the other's first)."""
+    limit, order = CallLimit(1), []
+
+    def take(name: str) -> None:
+        with limit.slot():
+            order.append(name)
+
+    with limit.slot():
+        waiter = threading.Thread(target=take, args=("waited",))
+        waiter.start()
+        while limit.waiting == 0:
+            time.sleep(0.001)
+    take("asked later")
+    waiter.join()
+    assert order == ["waited", "asked later"]
 
 
 def test_with_one_call_at_a_time_the_stages_run_one_after_the_other():
