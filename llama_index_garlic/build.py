@@ -9,7 +9,9 @@
    to the node's tokens (Appendix B.1, :mod:`llama_index_garlic.attention`) or, without an
    attention model, by the IP–node embedding similarity; each IP's edges sum to 1.
 4. Levels repeat until a level fits in one batch; that batch's IPs form the top level (so a short
-   corpus still gets one summary level, as the paper's HotpotQA example in Appendix D shows).
+   corpus still gets one summary level, as the paper's HotpotQA example in Appendix D shows). A level
+   no shorter than the one below, or past ``max_levels``, ends the graph too. With slots to spare a
+   level's batches start before the level below is finished (:class:`_Levels`), to the same graph.
 
 A reply without bullets is split into lines (or sentences); an empty reply is retried once with a
 reminder, then the batch is skipped with a warning and counted; a reply cut at the summary's token
@@ -28,6 +30,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -44,7 +47,6 @@ from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph, node_id, normalize_edges
 from multihop_rag.calls import Call, call
-from multihop_rag.concurrency import map_bounded
 from multihop_rag.text import count_tokens, split_sentences
 
 __all__ = ["BuildReport", "chunk_documents", "make_batches", "parse_information_points", "build_graph"]
@@ -191,6 +193,214 @@ def _previous_batches(graph: SummaryGraph | None, level: int) -> list[tuple[list
     return [(list(children), points) for children, points in batches.items()]
 
 
+@dataclass
+class _Level:
+    """A level while the graph grows: its nodes as they come up from the level below, and its batches."""
+
+    number: int
+    nodes: list[GraphNode] = field(default_factory=list)
+    complete: bool = False
+    """Every node is known: the level below is summarized."""
+    plan: list[tuple[list[GraphNode], list[str] | None]] = field(default_factory=list)
+    """Batches known so far, each with the points an update keeps (None: summarize it)."""
+    planned: bool = False
+    """``plan`` holds every batch."""
+    submitted: int = 0
+    results: dict[int, Any] = field(default_factory=dict)
+    emitted: int = 0
+    """Batches (in order) whose points went up to the next level."""
+    exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = field(default_factory=list)
+    """Summarized batches with their prompt, reply and points, for the next level's edges."""
+    closed: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return sum(n.tokens for n in self.nodes)
+
+
+class _Levels:
+    """Steps 2-4 (§3.1): levels of IPs, ``max_concurrency`` summaries in flight.
+
+    One at a time (the in-process model), level after level. With more, a level does not wait for the
+    whole level below: greedy batching fixes every batch but the last as soon as the next node comes
+    up, so each starts then, beside the rest of the level below, once the points still to come (at most
+    twice the summary cap per batch) cannot make the level as long as the one below (that would end the
+    graph). Should a reply break that bound, the level's early summaries are dropped when it turns out
+    complete and too long. Either way the graph is the one a build level by level makes."""
+
+    def __init__(self, *, llm: LLM, embed_model: BaseEmbedding, attention: AttentionModel | None, config: GarlicConfig,
+                 budget: int, summary_tokens: int, report: BuildReport, previous: SummaryGraph | None,
+                 vector_of: dict[str, np.ndarray], max_concurrency: int, show_progress: bool) -> None:
+        self.llm, self.embed_model, self.attention, self.config = llm, embed_model, attention, config
+        self.budget, self.summary_tokens, self.report, self.previous = budget, summary_tokens, report, previous
+        self.vector_of, self.show_progress = vector_of, show_progress
+        self.max_concurrency = max(1, max_concurrency)
+        self.early = self.max_concurrency > 1 and previous is None  # an update plans a level from its old batches
+        self.old_node = {n.id: n for n in previous.nodes} if previous is not None else {}
+        self.nodes: list[GraphNode] = []
+        self.edges: dict[str, dict[str, float]] = {}
+
+    def run(self, chunks: list[GraphNode]) -> tuple[list[GraphNode], dict[str, dict[str, float]]]:
+        """All nodes (chunks first, then level by level) and the edges of every higher node."""
+        self.nodes = list(chunks)
+        levels = [_Level(1, list(chunks), complete=True)]
+        running: dict[Future[Any], tuple[_Level, int]] = {}
+        summarize = partial(_summarize_safely, llm=self.llm, max_tokens=self.summary_tokens, report=self.report)
+        with ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
+            total=0, desc="GARLIC summaries", disable=not self.show_progress
+        ) as bar:
+            try:
+                while True:
+                    moved = self._advance(levels, running)
+                    for level in levels:
+                        self._plan(level)
+                        if self._summarized(level, levels) is not True:
+                            continue
+                        for i in range(level.submitted, len(level.plan)):
+                            batch, kept = level.plan[i]
+                            if kept is None:
+                                running[pool.submit(summarize, batch)] = (level, i)
+                                bar.total += 1
+                            else:
+                                level.results[i] = kept
+                        moved |= level.submitted < len(level.plan)
+                        level.submitted = len(level.plan)
+                    bar.refresh()
+                    if not running:
+                        if moved:
+                            continue
+                        break
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        level, i = running.pop(future)
+                        level.results[i] = future.result()
+                        bar.update()
+            except BaseException:
+                for future in running:
+                    future.cancel()  # summaries not started yet do not start
+                raise
+        return self.nodes, self.edges
+
+    def _summarized(self, level: _Level, levels: list[_Level]) -> bool | None:
+        """Whether ``level`` is summarized into another (None: not known yet)."""
+        if level.number > self.config.max_levels or (level.complete and not level.nodes):
+            return False
+        if level.number == 1:
+            return True
+        below = levels[level.number - 2]
+        if below.planned and len(below.plan) < 2:
+            return False  # one batch below: its points are the top level
+        if level.complete:
+            return level.tokens < below.tokens
+        to_come = (len(below.plan) - below.emitted) * 2 * self.summary_tokens
+        return True if self.early and below.planned and level.tokens + to_come < below.tokens else None
+
+    def _plan(self, level: _Level) -> None:
+        if level.planned or not (level.complete or self.early):
+            return
+        if not level.complete:  # every batch but the last is fixed
+            level.plan += [(b, None) for b in make_batches(level.nodes, self.budget)[len(level.plan):-1]]
+            return
+        if not level.plan:  # an update keeps the old batches whose nodes are all still there
+            present = {n.id: n for n in level.nodes}
+            for children, points in _previous_batches(self.previous, level.number):
+                batch = [present[c] for c in children if c in present]
+                if batch:
+                    level.plan.append((batch, points if len(batch) == len(children) else None))
+        planned = {n.id for batch, _ in level.plan for n in batch}
+        level.plan += [(b, None) for b in make_batches([n for n in level.nodes if n.id not in planned], self.budget)]
+        level.planned = True
+
+    def _advance(self, levels: list[_Level], running: dict[Future[Any], tuple[_Level, int]]) -> bool:
+        """Send finished batches' points up, in order, and close levels whose batches are all done."""
+        moved = False
+        for level in list(levels):
+            if level not in levels:
+                break
+            if self._summarized(level, levels) is False and level.complete:
+                if len(levels) > level.number or level.results:  # early summaries of a level that ends the graph
+                    for future, (owner, _) in list(running.items()):
+                        if owner.number >= level.number:
+                            future.cancel()
+                            del running[future]
+                    del levels[level.number:]
+                    level.results.clear()
+                    moved = True
+                break
+            while level.emitted < len(level.plan) and level.emitted in level.results:
+                self._emit(level, levels)
+                level.emitted += 1
+                moved = True
+            if level.planned and not level.closed and level.emitted == len(level.plan):
+                self._close(level, levels)
+                moved = True
+        return moved
+
+    def _next(self, level: _Level, levels: list[_Level]) -> _Level:
+        if len(levels) == level.number:
+            levels.append(_Level(level.number + 1))
+        return levels[level.number]
+
+    def _emit(self, level: _Level, levels: list[_Level]) -> None:
+        """The points of batch ``level.emitted`` join the next level."""
+        batch, kept = level.plan[level.emitted]
+        up = self._next(level, levels)
+        if kept is not None:  # an update keeps this batch: its points, edges and vectors stay
+            up.nodes += [self.old_node[p] for p in kept]
+            self.edges.update({p: self.previous.edges[p] for p in kept})  # type: ignore[union-attr]
+            return
+        result = level.results[level.emitted]
+        if result is None or isinstance(result, Exception):
+            self.report.add(skipped_batches=1)
+            log.warning("GARLIC: no summary points for a batch of %d level-%d nodes; skipped", len(batch), level.number)
+            return
+        prompt, reply, texts = result
+        if self.config.summary == "tree":  # Table 2's w/o Graph-based Summary: one node per batch
+            texts = [" ".join(texts)]
+        kids = [n.id for n in batch]
+        doc_ids = list(dict.fromkeys(d for n in batch for d in n.doc_ids))
+        ips = [GraphNode(node_id(level.number + 1, t, kids), t, level.number + 1, count_tokens(t), doc_ids) for t in texts]
+        ips = list({ip.id: ip for ip in ips}.values())
+        up.nodes += ips
+        level.exchanges.append((batch, prompt, reply, ips))
+
+    def _close(self, level: _Level, levels: list[_Level]) -> None:
+        """Every batch of ``level`` is summarized: check it, embed the next level and weigh its edges."""
+        level.closed = True
+        todo = [i for i, (_, kept) in enumerate(level.plan) if kept is None]
+        failed = [level.results[i] for i in todo if isinstance(level.results[i], Exception)]
+        if todo and len(failed) == len(todo) == len(level.plan):
+            raise RuntimeError(f"every summarization batch of level {level.number} failed; first error: {failed[0]}") from failed[0]
+        self.report.batches[level.number] = len(level.plan)
+        self.report.add(rewritten_batches=len(todo), reused_batches=len(level.plan) - len(todo))
+        up = self._next(level, levels)
+        up.complete = True
+        if not up.nodes:
+            log.warning("GARLIC: level %d produced no new node; the graph stops at level %d", level.number + 1, level.number)
+            return
+        mark = time.perf_counter()
+        fresh = [n for n in up.nodes if n.id not in self.vector_of]
+        vectors = _embed(self.embed_model, [n.text for n in fresh], False)
+        self.vector_of.update({n.id: v for n, v in zip(fresh, vectors, strict=True)})
+        for batch, prompt, reply, ips in tqdm(level.exchanges, desc=f"GARLIC level {level.number + 1} edges",
+                                              disable=not self.show_progress):
+            weights = None
+            if self.attention is not None:
+                weights = self.attention.summary_edges(prompt, reply, [_flat(n.text) for n in batch], [ip.text for ip in ips])
+                if weights is None:
+                    self.report.add(alignment_failures=1)
+                    log.warning("GARLIC: could not align a batch with the attention model's tokens; embedding edges used")
+            if weights is None:
+                self.report.add(embedding_edge_batches=1)
+                weights = np.asarray([self.vector_of[ip.id] for ip in ips]) @ np.asarray([self.vector_of[n.id] for n in batch]).T
+            for ip, ip_weights in zip(ips, normalize_edges(weights), strict=True):
+                self.edges[ip.id] = {child.id: float(w) for child, w in zip(batch, ip_weights, strict=True)}
+        self.nodes.extend(up.nodes)
+        if len(level.plan) > 1 and up.tokens >= level.tokens:
+            log.warning("GARLIC: level %d is no shorter than level %d; stopping here", up.number, level.number)
+        self.report.seconds[f"edges_level_{level.number + 1}"] = time.perf_counter() - mark
+
+
 def build_graph(
     documents: Sequence[Document],
     *,
@@ -238,93 +448,17 @@ def build_graph(
     fresh = [n for n in level_nodes if n.id not in old_vectors]
     new_vectors = _embed(embed_model, [n.text for n in fresh], show_progress)
     vector_of = {**old_vectors, **{n.id: v for n, v in zip(fresh, new_vectors, strict=True)}}
-    nodes = list(level_nodes)
+    nodes: list[GraphNode] = list(level_nodes)
     edges: dict[str, dict[str, float]] = {}
     report.seconds["chunk_and_embed"] = time.perf_counter() - started
 
-    level = 1
-    while config.summary != "none" and level <= config.max_levels:
+    if config.summary != "none":
+        levels = _Levels(llm=llm, embed_model=embed_model, attention=attention, config=config, budget=budget,
+                         summary_tokens=summary_tokens, report=report, previous=previous, vector_of=vector_of,
+                         max_concurrency=max_concurrency, show_progress=show_progress)
         mark = time.perf_counter()
-        present = {n.id: n for n in level_nodes}
-        plan: list[tuple[list[GraphNode], list[str] | None]] = []  # (batch, points kept) — None: summarize
-        covered: set[str] = set()
-        for children, points in _previous_batches(previous, level):
-            batch = [present[c] for c in children if c in present]
-            covered |= {n.id for n in batch}
-            if batch:
-                plan.append((batch, points if len(batch) == len(children) else None))
-        leftover = [n for n in level_nodes if n.id not in covered]
-        plan += [(batch, None) for batch in make_batches(leftover, budget)]
-        report.batches[level] = len(plan)
-        todo = [i for i, (_, points) in enumerate(plan) if points is None]
-
-        summaries = map_bounded(partial(_summarize_safely, llm=llm, max_tokens=summary_tokens, report=report),
-                                [plan[i][0] for i in todo], max_concurrency=max_concurrency,
-                                desc=f"GARLIC level {level}->{level + 1} summaries", show_progress=show_progress)
-        results = dict(zip(todo, summaries, strict=True))
-        failed = [r for r in results.values() if isinstance(r, Exception)]
-        if todo and len(failed) == len(todo) and len(todo) == len(plan):
-            raise RuntimeError(f"every summarization batch of level {level} failed; first error: {failed[0]}") from failed[0]
-        report.add(rewritten_batches=len(todo), reused_batches=len(plan) - len(todo))
-        report.seconds[f"summaries_level_{level + 1}"] = report.seconds.get(f"summaries_level_{level + 1}", 0.0) + time.perf_counter() - mark
-
-        mark = time.perf_counter()
-        next_level: list[GraphNode] = []
-        exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = []
-        old_node = {n.id: n for n in previous.nodes} if previous is not None else {}
-        for i, (batch, kept_points) in enumerate(plan):
-            if kept_points is not None:  # unchanged batch: its points, edges and vectors stay
-                next_level += [old_node[p] for p in kept_points]
-                edges.update({p: previous.edges[p] for p in kept_points})  # type: ignore[union-attr]
-                continue
-            result = results[i]
-            if result is None or isinstance(result, Exception):
-                report.add(skipped_batches=1)
-                log.warning("GARLIC: no summary points for a batch of %d level-%d nodes; skipped", len(batch), level)
-                continue
-            prompt, reply, texts = result
-            if config.summary == "tree":  # Table 2's w/o Graph-based Summary: one node per batch
-                texts = [" ".join(texts)]
-            kids = [n.id for n in batch]
-            doc_ids = list(dict.fromkeys(d for n in batch for d in n.doc_ids))
-            ips = [GraphNode(node_id(level + 1, t, kids), t, level + 1, count_tokens(t), doc_ids) for t in texts]
-            ips = list({ip.id: ip for ip in ips}.values())
-            next_level += ips
-            exchanges.append((batch, prompt, reply, ips))
-        known = {n.id for n in nodes}
-        next_level = [n for n in {n.id: n for n in next_level}.values() if n.id not in known]
-        next_ids = {n.id for n in next_level}
-        if not next_level:
-            log.warning("GARLIC: level %d produced no new node; the graph stops at level %d", level + 1, level)
-            break
-        fresh = [n for n in next_level if n.id not in vector_of]
-        vector_of.update({n.id: v for n, v in zip(fresh, _embed(embed_model, [n.text for n in fresh], False), strict=True)})
-        for batch, prompt, reply, ips in tqdm(exchanges, desc=f"GARLIC level {level + 1} edges", disable=not show_progress):
-            ips = [ip for ip in ips if ip.id in next_ids]
-            if not ips:
-                continue
-            weights = None
-            if attention is not None:
-                weights = attention.summary_edges(prompt, reply, [_flat(n.text) for n in batch], [ip.text for ip in ips])
-                if weights is None:
-                    report.add(alignment_failures=1)
-                    log.warning("GARLIC: could not align a batch with the attention model's tokens; embedding edges used")
-            if weights is None:
-                report.add(embedding_edge_batches=1)
-                weights = np.asarray([vector_of[ip.id] for ip in ips]) @ np.asarray([vector_of[n.id] for n in batch]).T
-            weights = normalize_edges(weights)
-            for ip, ip_weights in zip(ips, weights, strict=True):
-                edges[ip.id] = {child.id: float(w) for child, w in zip(batch, ip_weights, strict=True)}
-        report.seconds[f"edges_level_{level + 1}"] = report.seconds.get(f"edges_level_{level + 1}", 0.0) + time.perf_counter() - mark
-
-        nodes.extend(next_level)
-        if len(plan) == 1:
-            break
-        if sum(n.tokens for n in next_level) >= sum(n.tokens for n in level_nodes):
-            log.warning("GARLIC: level %d is no shorter than level %d; stopping here", level + 1, level)
-            break
-        level_nodes = next_level
-        level += 1
+        nodes, edges = levels.run(level_nodes)
+        report.seconds["levels"] = report.seconds.get("levels", 0.0) + time.perf_counter() - mark
 
     if attention is None:
         edge_source = "embedding"

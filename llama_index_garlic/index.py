@@ -6,7 +6,8 @@ store: ``SimpleVectorStore`` in memory by default, Chroma for the command line),
 levels in ``garlic.json``. Updates (``insert``, ``delete_ref_doc``, ``update_ref_doc``,
 ``refresh_ref_docs``) summarize again only the batches that lost a node or hold a new one, and
 their ancestors (:func:`~llama_index_garlic.build.build_graph`). Summaries run ``max_concurrency``
-at once through the index's own LLM-call cache.
+at once through the index's own LLM-call cache; with more than one, a level's batches start before
+the level below is finished.
 """
 
 from __future__ import annotations

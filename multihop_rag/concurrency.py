@@ -5,10 +5,10 @@ default), vLLM and llama.cpp's server as many as their slots. A build that sends
 leaves them idle; one that sends more than the slots makes requests queue and time out.
 :func:`default_concurrency` picks the server's slot count where it can be read (llama.cpp's server
 reports ``total_slots``), else 4 for Ollama and OpenAI-compatible servers, and 1 for the in-process
-model (one model, one lock: more threads only wait). Every build stage of every method maps its
-calls through :func:`map_bounded` with that one number (``max_concurrency``); stages that run side by
-side (:func:`side_by_side`) share one :class:`CallLimit` of that size, so together they stay within
-the slots.
+model (one model, one lock: more threads only wait). Every build stage of every method keeps that one
+number (``max_concurrency``) of calls in flight: through :func:`map_bounded`, or, for stages that
+run side by side (:func:`side_by_side`), through one shared :class:`CallLimit` of that size; GARLIC,
+whose levels overlap, keeps a pool of that many workers itself.
 
 Threads, not ``asyncio.run``: library code must work inside a running event loop (notebooks).
 """

@@ -567,3 +567,62 @@ def test_an_updated_graph_reloads_equal_with_chroma(docs, tmp_path):
     assert [n.id for n in again.graph.nodes] == [n.id for n in index.graph.nodes] and again.graph.edges == index.graph.edges
     assert any("Quernsby" in n.text for n in again.graph.levels[1])
     assert stored_ids(chroma_vector_store(tmp_path / "g" / "chroma", "garlic")) == {n.id for n in index.graph.nodes}
+
+
+# ---- issue 24: levels overlap when there are slots to spare ------------------------------------
+
+
+def test_a_level_starts_before_the_level_below_is_finished_and_the_graph_is_the_sequential_one(docs, tmp_path):
+    """Batching is greedy over consecutive nodes, so every batch of a level but the last is fixed once
+    the batches below it are summarized: with slots to spare it starts then, beside the rest of the
+    level below, within ``max_concurrency``; the graph is the one a build level by level makes."""
+    import threading
+    import time
+
+    small = CONFIG.model_copy(update={"n_s": 400, "summary_tokens": 60, "chunk_size": 100})  # 7 batches, then 2
+    respond, lock, flying, snapshots, in_order = garlic_llm().script, threading.Lock(), [], [], []
+    sequential = build(docs, tmp_path / "one", llm=ScriptedLLM(lambda p: in_order.append(p) or respond(p)), config=small)
+    level_one = in_order[: sequential.stats()["batches_per_level"]["1"]]  # one at a time: level 1 goes first
+
+    def slow(prompt):
+        level = 1 if prompt in level_one else 2
+        with lock:
+            flying.append(level)
+            snapshots.append(list(flying))
+        time.sleep(0.5 if prompt == level_one[-1] else 0.01)  # the level-1 batch the last one above waits for
+        with lock:
+            flying.remove(level)
+        return respond(prompt)
+
+    overlapped = build(docs, tmp_path / "four", llm=ScriptedLLM(slow), config=small, max_concurrency=4)
+    assert [n.id for n in overlapped.graph.nodes] == [n.id for n in sequential.graph.nodes]
+    assert overlapped.graph.edges == sequential.graph.edges
+    assert overlapped.stats()["batches_per_level"] == sequential.stats()["batches_per_level"]
+    assert max(len(s) for s in snapshots) == 4
+    assert any({1, 2} <= set(s) for s in snapshots)  # a level-1 batch and a higher one in flight together
+
+
+def test_early_summaries_of_a_level_that_turns_out_too_long_are_dropped(docs, tmp_path):
+    """A reply far past its cap (a server that ignores ``max_tokens``) can make a level as long as the one
+    below after its first batches started: the level ends the graph, as level by level, and the early
+    summaries leave no trace."""
+    import time
+
+    small = CONFIG.model_copy(update={"n_s": 400, "summary_tokens": 60, "chunk_size": 100})
+    respond, in_order = garlic_llm().script, []
+    short = build(docs, tmp_path / "probe", llm=ScriptedLLM(lambda p: in_order.append(p) or respond(p)), config=small)
+    last_of_level_one = in_order[short.stats()["batches_per_level"]["1"] - 1]
+    flood = "\n".join(f"* Point {i} of a reply that ran far past the summary cap." for i in range(80))
+
+    def script(prompt):
+        if prompt == last_of_level_one:
+            time.sleep(0.5)  # the level above has started by now
+            return flood
+        return respond(prompt)
+
+    sequential = build(docs, tmp_path / "one", llm=ScriptedLLM(script), config=small)
+    overlapped = build(docs, tmp_path / "four", llm=ScriptedLLM(script), config=small, max_concurrency=4)
+    assert sequential.stats()["batches_per_level"] == overlapped.stats()["batches_per_level"] == {"1": 7}
+    assert [n.id for n in overlapped.graph.nodes] == [n.id for n in sequential.graph.nodes]
+    assert overlapped.graph.edges == sequential.graph.edges
+    assert overlapped.llm.usage.calls > sequential.llm.usage.calls  # the dropped early summaries were sent
