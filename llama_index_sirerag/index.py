@@ -18,8 +18,8 @@ Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``u
 
 LLM calls go through the index's own call cache (a SQLite file beside its persisted files, or the
 path given as ``cache``), so a killed build resumes without repeating finished calls; they run
-``max_concurrency`` at once (default: the model server's parallel slots); when that is more than one,
-steps 2 and 3 run side by side (stage ``propositions_and_trees``; ``trees`` for RAPTOR). ``stats()`` reports each build stage's time, busy share,
+``max_concurrency`` at once (default: the model server's parallel slots), the two trees side by side
+when that is more than one (stage ``trees``). ``stats()`` reports each build stage's time, busy share,
 calls and tokens, and what the last update rewrote.
 """
 
@@ -254,28 +254,19 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
             for doc in add:
                 self.documents[doc.doc_id] = {"hash": _hash(doc), "title": str(doc.metadata.get("title", "")),
                                               "chunks": [c.id for c in chunks if c.metadata["doc_id"] == doc.doc_id]}
-        unread = [c for c in chunks if c.id not in self.propositions]
-        if config.dual_clustering_on_chunks:  # ablation (E) clusters the chunks by their propositions' entities
+        if config.relatedness or config.dual_clustering_on_chunks:
             with self._stages.stage("propositions"):
-                self._extract(unread, self.max_concurrency)
-        relatedness = config.relatedness and not config.dual_clustering_on_chunks
-
-        def relatedness_side(limit: CallLimit) -> tuple[int, int]:
-            if not relatedness:
-                return 0, 0
-            self._extract(unread, limit)
-            return self._relatedness(first_build, limit)
-
-        # The similarity tree needs only the chunks (§4.1); the relatedness tree needs the propositions
-        # (§4.2). The two sides run side by side, each filling the slots the other leaves free (the last
-        # calls of a level, of the propositions); the similarity tree on its own dict, merged back after.
+                self._extract([c for c in chunks if c.id not in self.propositions])
+        # The trees are independent (§4.1, §4.2): built side by side, each fills the slots the other's
+        # waits between levels leave free; the similarity tree on its own dict, merged back after.
         similarity_nodes = {i: n for i, n in self.nodes.items() if n.tree == "similarity"}
         for nid in similarity_nodes:
             del self.nodes[nid]
+        relatedness = config.relatedness and not config.dual_clustering_on_chunks
         try:
-            with self._stages.stage("propositions_and_trees" if relatedness else "trees"):
+            with self._stages.stage("trees"):
                 (r_rewritten, r_splits), (s_rewritten, s_splits) = side_by_side(
-                    relatedness_side,
+                    lambda limit: self._relatedness(first_build, limit) if relatedness else (0, 0),
                     lambda limit: self._similarity(similarity_nodes, chunks, gone, first_build, limit),
                     max_concurrency=self.max_concurrency,
                 )
@@ -309,7 +300,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         builder.build(leaves, nodes, extra_first_clusters=extra)
         return builder.rewritten, builder.splits
 
-    def _extract(self, chunks: Sequence[TreeNode], limit: int | CallLimit) -> None:
+    def _extract(self, chunks: Sequence[TreeNode]) -> None:
         position = len(self.propositions)
         found, skipped = extract_propositions(
             self.llm,
@@ -317,7 +308,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
             max_facts=self.config.max_propositions,
             max_entities=self.config.max_entities,
             coreference_rewrite=self.config.coreference_rewrite,
-            max_concurrency=limit,
+            max_concurrency=self.max_concurrency,
             stats=self.structured,
             show_progress=self._show_progress,
             first_position=position,

@@ -19,7 +19,7 @@ from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field, create_model
 
 from llama_index_sirerag import prompts
-from multihop_rag.concurrency import CallLimit, map_bounded
+from multihop_rag.concurrency import map_bounded
 from multihop_rag.structured import StructuredStats, generate_json
 
 __all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
@@ -80,7 +80,7 @@ def extract_propositions(
     max_facts: int = 30,
     max_entities: int = 10,
     coreference_rewrite: bool = False,
-    max_concurrency: int | CallLimit = 1,
+    max_concurrency: int = 1,
     stats: StructuredStats | None = None,
     show_progress: bool = True,
     first_position: int = 0,

@@ -185,9 +185,8 @@ def test_dual_clustering_adds_entity_clusters_to_level_one(docs, tmp_path):
 
 
 def test_trees_are_built_side_by_side_within_the_slots_and_give_the_same_pool(docs, tmp_path):
-    """Issue 24: with calls to spare the similarity tree's summaries run beside the propositions and the
-    relatedness tree's summaries, never more than ``max_concurrency`` at once, and the pool is the one a
-    sequential build makes."""
+    """Issue 24: with calls to spare the similarity tree's summaries run beside the relatedness tree's,
+    never more than ``max_concurrency`` at once, and the pool is the one a sequential build makes."""
     respond, lock, flying, snapshots = fake_llm().script, threading.Lock(), [], []
 
     def slow(prompt):
@@ -202,7 +201,7 @@ def test_trees_are_built_side_by_side_within_the_slots_and_give_the_same_pool(do
     sequential, _ = build(docs, tmp_path / "one")
     beside = SiReRAGIndex.from_documents(docs, llm=ScriptedLLM(slow), embed_model=HashEmbedding(), config=SiReRAGConfig(),
                                          show_progress=False, cache=tmp_path / "three.sqlite", max_concurrency=3)
-    assert set(beside.nodes) == set(sequential.nodes) and "propositions_and_trees" in beside.stats()["stages"]
+    assert set(beside.nodes) == set(sequential.nodes) and "trees" in beside.stats()["stages"]
     chunk_starts = [n.text[:40] for n in beside.nodes.values() if n.kind == "chunk"]
 
     def tree(prompt):
@@ -211,7 +210,7 @@ def test_trees_are_built_side_by_side_within_the_slots_and_give_the_same_pool(do
         return "similarity" if any(start in prompt for start in chunk_starts) else "relatedness"
 
     assert max(len(s) for s in snapshots) == 3
-    assert any({"similarity", "propositions"} <= {tree(p) for p in s} for s in snapshots)
+    assert any({"similarity", "relatedness"} <= {tree(p) for p in s} for s in snapshots)
 
 
 def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
