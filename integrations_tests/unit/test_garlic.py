@@ -605,7 +605,7 @@ def test_a_level_starts_before_the_level_below_is_finished_and_the_graph_is_the_
 def test_early_summaries_of_a_level_that_turns_out_too_long_are_dropped(docs, tmp_path):
     """A reply far past its cap (a server that ignores ``max_tokens``) can make a level as long as the one
     below after its first batches started: the level ends the graph, as level by level, and the early
-    summaries leave no trace."""
+    summaries are not in it."""
     import time
 
     small = CONFIG.model_copy(update={"n_s": 400, "summary_tokens": 60, "chunk_size": 100})
