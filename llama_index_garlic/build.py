@@ -75,6 +75,7 @@ class BuildReport:
     alignment_failures: int = 0
     """Batches whose IPs could not be found in the attention model's tokens (given embedding edges)."""
     seconds: dict[str, float] = field(default_factory=dict)
+    """Wall time by step; ``attention``: the attention model's forward passes for the edges."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -386,7 +387,9 @@ class _Levels:
                                               disable=not self.show_progress):
             weights = None
             if self.attention is not None:
+                started = time.perf_counter()
                 weights = self.attention.summary_edges(prompt, reply, [_flat(n.text) for n in batch], [ip.text for ip in ips])
+                self.report.seconds["attention"] = self.report.seconds.get("attention", 0.0) + time.perf_counter() - started
                 if weights is None:
                     self.report.add(alignment_failures=1)
                     log.warning("GARLIC: could not align a batch with the attention model's tokens; embedding edges used")

@@ -319,6 +319,7 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
             "truncated_replies": report.truncated_replies,
             "embedding_edge_batches": report.embedding_edge_batches,
             "alignment_failures": report.alignment_failures,
+            "attention_seconds": round(report.seconds.get("attention", 0.0), 2),
             "rewritten_batches": report.rewritten_batches,
             "llm": (self.llm.usage + self._llm_before).as_dict(),
             "stages": self._stages.figures,

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import time
 
 import numpy as np
 import pytest
@@ -278,8 +279,15 @@ def test_summary_prompt_is_table_4(docs, tmp_path):
 
 
 def test_attention_edges_come_from_the_attention_model(docs, tmp_path):
-    index = build(docs, tmp_path, attention=FakeAttention())
-    assert index.stats()["edge_source"] == "attention" and index.mode == "attention"
+    class SlowAttention(FakeAttention):
+        def summary_edges(self, prompt, reply, inputs, outputs):
+            time.sleep(0.02)  # a forward pass of the attention model
+            return super().summary_edges(prompt, reply, inputs, outputs)
+
+    index = build(docs, tmp_path, attention=SlowAttention())
+    stats = index.stats()
+    assert stats["edge_source"] == "attention" and index.mode == "attention"
+    assert stats["attention_seconds"] >= 0.02 * sum(stats["batches_per_level"].values())  # model time outside LLM calls
     for parent, kids in index.graph.edges.items():
         best = max(kids, key=kids.get)
         shared = len(words(index.graph.node(parent).text) & words(index.graph.node(best).text))
