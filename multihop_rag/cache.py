@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import BaseCallbackHandler
@@ -188,6 +189,11 @@ class CachedLLM(LLM):
         return self.inner.metadata
 
     @property
+    def clock(self) -> CallClock:
+        """The intervals of the calls that reached the model."""
+        return self._clock
+
+    @property
     def usage(self) -> Usage:
         """A snapshot of what the wrapped LLM spent so far."""
         with self._usage_lock:
@@ -338,25 +344,50 @@ class SQLiteChatCache(BaseCache):
 
 
 class UsageCallback(BaseCallbackHandler):
-    """Counts a LangChain chat model's calls and tokens into a :class:`Usage`:
-    ``model.callbacks = [UsageCallback(usage)]``. LangChain reports a call its cache answered like
-    any other: subtract the cache's ``hits`` (:class:`SQLiteChatCache`) to count calls made."""
+    """Counts a LangChain chat model's calls, tokens and time into a :class:`Usage`:
+    ``model.callbacks = [UsageCallback(usage)]``. Each call's interval goes to ``clock`` (give the
+    clock a :class:`~multihop_rag.methods.Models` measures busy time with). LangChain reports a call
+    its cache answered like any other: subtract the cache's ``hits`` (:class:`SQLiteChatCache`) to
+    count calls made."""
 
-    def __init__(self, usage: Usage | None = None):
+    run_inline = True  # time the call where it runs, also in async code
+
+    def __init__(self, usage: Usage | None = None, clock: CallClock | None = None):
         self.usage = usage or Usage()
+        self.clock = clock or CallClock()
         self._lock = threading.Lock()
+        self._open: dict[UUID, int] = {}
 
-    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             self.usage.calls += 1
+            self._open[run_id] = self.clock.start()
 
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        prompt = completion = 0
         for generations in response.generations:
             for generation in generations:
                 meta = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
-                with self._lock:
-                    self.usage.prompt_tokens += int(meta.get("input_tokens", 0))
-                    self.usage.completion_tokens += int(meta.get("output_tokens", 0))
+                prompt += int(meta.get("input_tokens", 0))
+                completion += int(meta.get("output_tokens", 0))
+        with self._lock:
+            self.usage.prompt_tokens += prompt
+            self.usage.completion_tokens += completion
+        self._close(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def _close(self, run_id: UUID) -> None:
+        with self._lock:
+            token = self._open.pop(run_id, None)
+        if token is None:
+            return
+        seconds = self.clock.stop(token)
+        busy = self.clock.busy()
+        with self._lock:
+            self.usage.seconds += seconds
+            self.usage.busy_seconds = busy
 
 
 def cached_llm(llm: LLM, cache: str | Path | LLMCache | None) -> CachedLLM:

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from multihop_rag.cache import CachedLLM, SQLiteChatCache
 from multihop_rag.corpus import Passage
-from multihop_rag.usage import Usage
+from multihop_rag.usage import CallClock, Usage
 
 __all__ = [
     "Evidence",
@@ -103,7 +103,9 @@ class Models:
     llm_spec: str = ""
     embed_spec: str = ""
     chat_usage: Usage = field(default_factory=Usage)
-    """Calls and tokens of ``chat`` (a :class:`~multihop_rag.cache.UsageCallback` fills it)."""
+    """Calls, tokens and time of ``chat`` (a :class:`~multihop_rag.cache.UsageCallback` fills it)."""
+    chat_clock: CallClock = field(default_factory=CallClock)
+    """The intervals of ``chat``'s calls (the same callback records them), for the busy time."""
     chat_cache: SQLiteChatCache | None = None
     max_concurrency: int = 1
     """LLM calls a build keeps in flight (:func:`multihop_rag.concurrency.default_concurrency`)."""
@@ -132,11 +134,12 @@ class Models:
             chat_cache=getattr(chat, "cache", None) if store is not None else None,
             max_concurrency=max_concurrency or default_concurrency(inner),
         )
-        chat.callbacks = [UsageCallback(models.chat_usage)]
+        chat.callbacks = [UsageCallback(models.chat_usage, models.chat_clock)]
         return models
 
     def usage(self) -> Usage:
-        """Calls that reached a model, calls answered by a cache, tokens and busy time, both frameworks."""
+        """Calls that reached a model, calls answered by a cache, tokens, seconds and busy time (the
+        union of both frameworks' call intervals)."""
         a, b = self.llm.usage, self.chat_usage
         hits = self.chat_cache.hits if self.chat_cache is not None else 0
         return Usage(
@@ -144,8 +147,8 @@ class Models:
             cache_hits=a.cache_hits + hits,
             prompt_tokens=a.prompt_tokens + b.prompt_tokens,
             completion_tokens=a.completion_tokens + b.completion_tokens,
-            seconds=a.seconds,
-            busy_seconds=a.busy_seconds,
+            seconds=a.seconds + b.seconds,
+            busy_seconds=self.llm.clock.busy(self.chat_clock),
         )
 
 

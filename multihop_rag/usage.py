@@ -70,10 +70,14 @@ class CallClock:
             self._intervals.append((begin, end))
         return end - begin
 
-    def busy(self) -> float:
-        """Seconds covered by at least one closed interval (the union)."""
+    def intervals(self) -> list[tuple[float, float]]:
+        """The closed intervals so far, as ``(begin, end)`` pairs of ``time.perf_counter()``."""
         with self._lock:
-            intervals = sorted(self._intervals)
+            return list(self._intervals)
+
+    def busy(self, *others: CallClock) -> float:
+        """Seconds covered by at least one closed interval of this clock or of ``others`` (the union)."""
+        intervals = sorted(i for clock in (self, *others) for i in clock.intervals())
         total, current_start, current_end = 0.0, None, None
         for begin, end in intervals:
             if current_end is None or begin > current_end:

@@ -3,7 +3,11 @@ rows, and the report's scores (computed from the rows, at report time)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -247,11 +251,51 @@ def test_usage_callback_counts_calls_and_tokens():
     assert (usage.calls, usage.prompt_tokens, usage.completion_tokens) == (2, 14, 4)
 
 
+def test_chat_model_calls_count_in_seconds_and_busy_time():
+    """ReSP's and HiRAG's rows had busy_seconds 0: only the LlamaIndex LLM's calls were timed."""
+    def slow(prompt: str) -> str:
+        time.sleep(0.05)
+        return "ok"
+
+    usage = Usage()
+    chat = ScriptedChatModel(slow)
+    chat.callbacks = [UsageCallback(usage)]
+    chat.invoke("a")
+    asyncio.run(chat.ainvoke("b"))
+    assert usage.calls == 2 and usage.seconds >= 0.1 and 0.1 <= usage.busy_seconds <= usage.seconds
+
+
+def test_busy_time_of_both_frameworks_is_the_union_of_their_calls(tmp_path):
+    """A chat call made while a LlamaIndex call is in flight adds its seconds but no busy time."""
+    llm_started = threading.Event()
+
+    def slow_llm(prompt: str) -> str:
+        llm_started.set()
+        time.sleep(0.4)
+        return "ok"
+
+    def quick_chat(prompt: str) -> str:
+        time.sleep(0.1)
+        return "ok"
+
+    models = _models(tmp_path)
+    models = dataclasses.replace(models, llm=CachedLLM(inner=ScriptedLLM(slow_llm)), chat=ScriptedChatModel(quick_chat))
+    models.chat.callbacks = [UsageCallback(models.chat_usage, models.chat_clock)]
+    worker = threading.Thread(target=models.llm.complete, args=("a",))
+    worker.start()
+    llm_started.wait()
+    models.chat.invoke("b")
+    worker.join()
+    spent = models.usage()
+    assert spent.calls == 2 and spent.seconds >= 0.5
+    assert 0.4 <= spent.busy_seconds < spent.seconds - 0.05
+
+
 def _models(tmp_path, llm_reply="Orrin River", chat_reply="Orrin River") -> Models:
     cache = LLMCache(tmp_path / "calls.sqlite")
     models = Models(llm=CachedLLM(inner=ScriptedLLM(lambda p: llm_reply), cache=cache), embed=HashEmbedding(),
                     chat=ScriptedChatModel(lambda p: chat_reply), lc_embed=HashEmbeddings())
-    models.chat.callbacks = [UsageCallback(models.chat_usage)]
+    models.chat.callbacks = [UsageCallback(models.chat_usage, models.chat_clock)]
     return models
 
 
