@@ -345,8 +345,8 @@ class SQLiteChatCache(BaseCache):
 
 class UsageCallback(BaseCallbackHandler):
     """Counts a LangChain chat model's calls, tokens and time into a :class:`Usage`:
-    ``model.callbacks = [UsageCallback(usage)]``. Each call's interval goes to ``clock`` (give the
-    clock a :class:`~multihop_rag.methods.Models` measures busy time with). LangChain reports a call
+    ``model.callbacks = [UsageCallback(usage)]``. Each call's interval goes to ``clock`` (pass
+    ``Models.chat_clock``, so that busy time is the union over both frameworks). LangChain reports a call
     its cache answered like any other: subtract the cache's ``hits`` (:class:`SQLiteChatCache`) to
     count calls made."""
 
