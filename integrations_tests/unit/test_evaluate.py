@@ -127,7 +127,7 @@ def test_rows_hold_the_ranked_evidence_and_cost_and_the_report_scores_them(tmp_p
 
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Summary") < report.index("## Failure categories") < report.index("## Cost")
-    assert "raptor is ahead of naive by +1.000 F1" in report and "resolved." in report
+    assert "raptor vs naive: +1.000 F1 [+1.000, +1.000] on 3 questions: too few to resolve" in report
     assert "| raptor | bridge | 3 |" in report  # per question type, against naive
     assert tper(1.0, 3, 2.0, 6) == 1.0  # SiReRAG eq. (1)
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -227,6 +227,22 @@ def test_comparison_answers_are_scored_by_the_option_they_pick():
     s = scores(_result("naive", "a", "Bo Sten was born before Ada Lind.", ["Bo Sten"], question=q))
     assert s["comparison"] == 1.0
     assert scores(_result("naive", "b", "Ada Lind", ["Bo Sten"], question=q))["comparison"] == 0.0
+
+
+def test_a_difference_on_fewer_than_ten_questions_is_never_called_resolved():
+    """Per-type rows of one question were marked resolved: a bootstrap of one paired value has a
+    zero-width interval. Nine wins in nine is shown, not called; ten in ten is."""
+    def rows(n: int) -> dict[str, list[Result]]:
+        ids = [f"q{i}" for i in range(n)]
+        return {"naive": [dataclasses.replace(_result("naive", i, "Lake Ismay", ["Orrin River"]), type="bridge") for i in ids],
+                "resp": [dataclasses.replace(_result("resp", i, "Orrin River", ["Orrin River"]), type="bridge") for i in ids]}
+
+    nine = markdown(rows(9), {}, SETTING)
+    assert "resp vs naive: +1.000 F1 [+1.000, +1.000] on 9 questions: too few to resolve (fewer than 10)." in nine
+    assert "| resp | bridge | 9 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 9/0/0 |" in nine
+    ten = markdown(rows(10), {}, SETTING)
+    assert "resp is ahead of naive by +1.000 F1 [+1.000, +1.000] on 10 questions: resolved." in ten
+    assert "| resp | bridge | 10 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] (resolved) | 10/0/0 |" in ten
 
 
 def test_query_time_with_cached_calls_is_marked_as_an_undercount():
