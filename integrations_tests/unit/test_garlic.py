@@ -591,12 +591,16 @@ def test_a_level_starts_before_the_level_below_is_finished_and_the_graph_is_the_
     respond, lock, flying, snapshots, in_order = garlic_llm().script, threading.Lock(), [], [], []
     sequential = build(docs, tmp_path / "one", llm=ScriptedLLM(lambda p: in_order.append(p) or respond(p)), config=small)
     level_one = in_order[: sequential.stats()["batches_per_level"]["1"]]  # one at a time: level 1 goes first
+    first_four = threading.Barrier(4)  # the first four calls meet in flight, however slow the machine
 
     def slow(prompt):
         level = 1 if prompt in level_one else 2
         with lock:
             flying.append(level)
             snapshots.append(list(flying))
+            meet = len(snapshots) <= 4
+        if meet:
+            first_four.wait(timeout=30)
         time.sleep(0.5 if prompt == level_one[-1] else 0.01)  # the level-1 batch the last one above waits for
         with lock:
             flying.remove(level)
