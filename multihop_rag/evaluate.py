@@ -181,7 +181,8 @@ def build(
     entry: Entry, passages: Sequence[Passage], models: Models, out: Path, *, load: bool = True
 ) -> tuple[MethodIndex | None, dict[str, Any]]:
     """Build (or reload) ``entry``'s index in ``out/indexes/<method>``. The first finished build's
-    figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one); an index of
+    figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one whose folder was
+    still there, so its seconds and calls are not a whole build's); an index of
     another code version or settings is rebuilt. ``load=False`` skips reloading a finished build
     (its method has nothing left to answer)."""
     path, folder = out / "builds.json", out / "indexes" / entry.name
@@ -194,7 +195,7 @@ def build(
             return entry.method.load(folder, models, entry.config), record
         except (IndexFolderError, StoreError) as exc:
             logger.warning("%s: the finished index cannot be reloaded (%s); building it again", entry.name, exc)
-    resumed = record.get("status") == "started" and record.get("version") == version
+    resumed = record.get("status") == "started" and record.get("version") == version and folder.exists()
     if record and not resumed and folder.exists():
         shutil.rmtree(folder)  # another version's index
     builds[entry.name] = {"status": "started", "version": version}

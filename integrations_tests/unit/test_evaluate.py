@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -87,10 +88,10 @@ class FakeMethod:
         self.builds_done, self.loads, self.asked = 0, 0, []
 
     def build(self, passages, models, folder: Path, config, *, overwrite=False) -> FakeIndex:
+        folder.mkdir(parents=True, exist_ok=True)  # a real build keeps its progress there as it goes
         if self.crash_build:
             raise KeyboardInterrupt
         self.builds_done += 1
-        folder.mkdir(parents=True, exist_ok=True)
         models.total.calls += 5
         models.total.prompt_tokens += 500
         return FakeIndex(self, models)
@@ -171,6 +172,15 @@ def test_an_interrupted_build_is_marked_resumed(tmp_path):
         _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
     _, builds = _run([FakeMethod("raptor", {})], tmp_path)
     assert builds["raptor"]["resumed"] is True and "(resumed)" in (tmp_path / "report.md").read_text()
+
+
+def test_a_build_whose_interrupted_folder_is_gone_is_a_whole_build_not_a_resumed_one(tmp_path):
+    # builds.json is committed with the results, the index folder is not: a fresh checkout rebuilds from nothing
+    with pytest.raises(KeyboardInterrupt):
+        _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
+    shutil.rmtree(tmp_path / "indexes")
+    _, builds = _run([FakeMethod("raptor", {})], tmp_path)
+    assert builds["raptor"]["resumed"] is False and "(resumed)" not in (tmp_path / "report.md").read_text()
 
 
 def test_another_setting_in_the_same_folder_is_refused(tmp_path):
