@@ -1,5 +1,6 @@
 """SiReRAG with deterministic fakes: grouping, trees, pool, ablations, persistence, cache."""
 
+import contextlib
 import json
 import re
 import threading
@@ -187,28 +188,38 @@ def test_dual_clustering_adds_entity_clusters_to_level_one(docs, tmp_path):
 def test_trees_are_built_side_by_side_within_the_slots_and_give_the_same_pool(docs, tmp_path):
     """Issue 24: with calls to spare the similarity tree's summaries run beside the relatedness tree's,
     never more than ``max_concurrency`` at once, and the pool is the one a sequential build makes."""
-    respond, lock, flying, snapshots = fake_llm().script, threading.Lock(), [], []
-
-    def slow(prompt):
-        with lock:
-            flying.append(prompt)
-            snapshots.append(list(flying))
-        time.sleep(0.01)
-        with lock:
-            flying.remove(prompt)
-        return respond(prompt)
-
     sequential, _ = build(docs, tmp_path / "one")
-    beside = SiReRAGIndex.from_documents(docs, llm=ScriptedLLM(slow), embed_model=HashEmbedding(), config=SiReRAGConfig(),
-                                         show_progress=False, cache=tmp_path / "three.sqlite", max_concurrency=3)
-    assert set(beside.nodes) == set(sequential.nodes) and "trees" in beside.stats()["stages"]
-    chunk_starts = [n.text[:40] for n in beside.nodes.values() if n.kind == "chunk"]
+    chunk_starts = [n.text[:40] for n in sequential.nodes.values() if n.kind == "chunk"]
 
     def tree(prompt):
         if prompt.startswith("Extract all facts"):
             return "propositions"
         return "similarity" if any(start in prompt for start in chunk_starts) else "relatedness"
 
+    # The first summary of each tree waits (up to 30 s) for the other tree's first, so a side-by-side
+    # build shows both in flight however slow the machine is; a build that runs the trees one after
+    # the other never has both in flight, and the barrier times out.
+    respond, lock, flying, snapshots, started = fake_llm().script, threading.Lock(), [], [], set()
+    first_summaries = threading.Barrier(2, timeout=30)
+
+    def slow(prompt):
+        kind = tree(prompt)
+        with lock:
+            flying.append(prompt)
+            snapshots.append(list(flying))
+            first = kind != "propositions" and kind not in started
+            started.add(kind)
+        if first:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                first_summaries.wait()
+        time.sleep(0.01)
+        with lock:
+            flying.remove(prompt)
+        return respond(prompt)
+
+    beside = SiReRAGIndex.from_documents(docs, llm=ScriptedLLM(slow), embed_model=HashEmbedding(), config=SiReRAGConfig(),
+                                         show_progress=False, cache=tmp_path / "three.sqlite", max_concurrency=3)
+    assert set(beside.nodes) == set(sequential.nodes) and "trees" in beside.stats()["stages"]
     assert max(len(s) for s in snapshots) == 3
     assert any({"similarity", "relatedness"} <= {tree(p) for p in s} for s in snapshots)
 
