@@ -18,8 +18,8 @@ for step in ${steps[@]}; do
     case $step in
         naive-2wiki | resp-2wiki | hirag-2wiki) eval_run 2wikimultihopqa 100 "${step%%-*}" ;;
         naive-hotpotqa | resp-hotpotqa | hirag-hotpotqa) eval_run hotpotqa 100 "${step%%-*}" ;;
-        built-2wiki) eval_run 2wikimultihopqa 20 naive,resp,hirag,raptor,k2rag,garlic,sirerag ;;
-        built-hotpotqa) eval_run hotpotqa 20 naive,resp,hirag,raptor,k2rag,garlic,sirerag ;;
+        built-2wiki) eval_run 2wikimultihopqa 20 naive,resp,hirag,k2rag,raptor,sirerag,garlic ;;
+        built-hotpotqa) eval_run hotpotqa 20 naive,resp,hirag,k2rag,raptor,sirerag,garlic ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done

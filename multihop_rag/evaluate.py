@@ -182,8 +182,8 @@ def build(
 ) -> tuple[MethodIndex | None, dict[str, Any]]:
     """Build (or reload) ``entry``'s index in ``out/indexes/<method>``. The first finished build's
     figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one whose folder was
-    still there, so its seconds and calls are not a whole build's); an index of
-    another code version or settings is rebuilt. ``load=False`` skips reloading a finished build
+    still there and replayed calls it had finished from the call cache, so its seconds are not a whole
+    build's); an index of another code version or settings is rebuilt. ``load=False`` skips reloading a finished build
     (its method has nothing left to answer)."""
     path, folder = out / "builds.json", out / "indexes" / entry.name
     builds = json.loads(path.read_text()) if path.exists() else {}
@@ -215,7 +215,7 @@ def build(
         "prompt_tokens": spent.prompt_tokens,
         "completion_tokens": spent.completion_tokens,
         "peak_rss_mb": round(peak_rss_mb(), 1),
-        "resumed": resumed,
+        "resumed": resumed and spent.cache_hits > 0,  # a killed build that finished no call left nothing to reuse
         "pool_size": stats.get("pool_size", len(passages)),
         "stats": stats,
     }

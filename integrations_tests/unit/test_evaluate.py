@@ -82,9 +82,9 @@ class FakeMethod:
     source_packages = ("multihop_rag.naive",)
 
     def __init__(self, name: str, answers: dict[str, str], pool: int = 10, calls: int = 2, fail_at: int | None = None,
-                 crash_build: bool = False):
+                 crash_build: bool = False, replayed: int = 0):
         self.name, self.answers, self.pool, self.calls, self.fail_at = name, answers, pool, calls, fail_at
-        self.crash_build, self.failing = crash_build, set()
+        self.crash_build, self.replayed, self.failing = crash_build, replayed, set()
         self.builds_done, self.loads, self.asked = 0, 0, []
 
     def build(self, passages, models, folder: Path, config, *, overwrite=False) -> FakeIndex:
@@ -93,6 +93,7 @@ class FakeMethod:
             raise KeyboardInterrupt
         self.builds_done += 1
         models.total.calls += 5
+        models.total.cache_hits += self.replayed  # calls a killed build had finished, answered by the call cache
         models.total.prompt_tokens += 500
         return FakeIndex(self, models)
 
@@ -170,8 +171,16 @@ def test_changed_settings_set_old_rows_aside_and_rebuild(tmp_path):
 def test_an_interrupted_build_is_marked_resumed(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
-    _, builds = _run([FakeMethod("raptor", {})], tmp_path)
+    _, builds = _run([FakeMethod("raptor", {}, replayed=2)], tmp_path)
     assert builds["raptor"]["resumed"] is True and "(resumed)" in (tmp_path / "report.md").read_text()
+
+
+def test_an_interrupted_build_that_replays_no_call_is_a_whole_build_not_a_resumed_one(tmp_path):
+    # killed before its first LLM call finished (RAPTOR on the HotpotQA pool): the build after it made every call
+    with pytest.raises(KeyboardInterrupt):
+        _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
+    _, builds = _run([FakeMethod("raptor", {}, replayed=0)], tmp_path)
+    assert builds["raptor"]["resumed"] is False and "(resumed)" not in (tmp_path / "report.md").read_text()
 
 
 def test_a_build_whose_interrupted_folder_is_gone_is_a_whole_build_not_a_resumed_one(tmp_path):
