@@ -49,6 +49,9 @@ class _OllamaServer:
         server = self
 
         class Handler(JSONHandler):
+            # Keep-alive connections, as Ollama's Go server keeps them: a client that reuses a pooled
+            # connection on another event loop fails here as it does against the real server.
+            protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:
                 if self.path == "/api/tags":
@@ -61,6 +64,7 @@ class _OllamaServer:
 
             def do_HEAD(self) -> None:
                 self.send_response(200)
+                self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_POST(self) -> None:
@@ -127,15 +131,19 @@ class _OllamaServer:
             return
         handler.send_response(200)
         handler.send_header("Content-Type", "application/x-ndjson")
+        handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
 
-        def emit(delta: str) -> None:
-            handler.wfile.write((json.dumps(frame(delta, False)) + "\n").encode())
+        def chunk(data: bytes) -> None:
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             handler.wfile.flush()
 
+        def emit(delta: str) -> None:
+            chunk((json.dumps(frame(delta, False)) + "\n").encode())
+
         reply = self.reply(body, emit)
-        handler.wfile.write((json.dumps(frame("", True, reply)) + "\n").encode())
-        handler.wfile.flush()
+        chunk((json.dumps(frame("", True, reply)) + "\n").encode())
+        chunk(b"")
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, str]]:

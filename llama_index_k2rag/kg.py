@@ -19,9 +19,9 @@ from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import BaseNode, TextNode
 from pydantic import Field
+from tqdm.auto import tqdm
 
-from multihop_rag.aio import call_sync, run_sync
-from multihop_rag.concurrency import map_bounded
+from multihop_rag.aio import call_sync
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
 
@@ -55,9 +55,10 @@ class UpdatableGraph(KnowledgeGraph, Protocol):
 class _BoundedPathExtractor(SimpleLLMPathExtractor):
     """``SimpleLLMPathExtractor`` with ``max_concurrency`` chunks in flight and a bar that moves per chunk.
 
-    The library's own gather runs the extraction of every chunk in one event loop: a blocking local
-    LLM keeps it to one call at a time and its bar shows 0/N until the end (``PropertyGraphIndex``
-    never passes ``show_progress`` anyway). Here each chunk is extracted on a worker thread.
+    Every chunk is extracted on the one event loop ``PropertyGraphIndex`` runs the extractor on (no loop
+    is made per call: an async client's connections belong to the loop that opened them), at most
+    ``max_concurrency`` at once; the library's own gather shows its bar only at the end, and
+    ``PropertyGraphIndex`` never passes ``show_progress`` anyway.
     """
 
     max_concurrency: int = Field(default=1, description="Chunks extracted at once.")
@@ -68,13 +69,22 @@ class _BoundedPathExtractor(SimpleLLMPathExtractor):
         self.max_concurrency, self.show_progress = max_concurrency, show_progress
 
     async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
-        def one(node: BaseNode) -> BaseNode:
-            return run_sync(SimpleLLMPathExtractor.acall(self, [node], **kwargs))[0]
+        gate = asyncio.Semaphore(max(1, self.max_concurrency))
+        with tqdm(total=len(nodes), desc="K2RAG KG triples", disable=not self.show_progress) as bar:
 
-        return await asyncio.to_thread(
-            map_bounded, one, list(nodes), max_concurrency=self.max_concurrency, desc="K2RAG KG triples",
-            show_progress=self.show_progress,
-        )
+            async def one(node: BaseNode) -> BaseNode:
+                async with gate:
+                    extracted = await self._aextract(node)
+                bar.update()  # here, not in the gatherer: a blocking local model runs every chunk before it wakes
+                return extracted
+
+            tasks = [asyncio.ensure_future(one(node)) for node in nodes]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                for task in tasks:
+                    task.cancel()  # chunks not extracted yet are not started (a failed call, Ctrl-C)
+                raise
 
 
 class PropertyGraphKG:

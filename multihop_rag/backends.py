@@ -15,23 +15,30 @@ raises :class:`BackendError` whose message says how to fix it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_ollama import ChatOllama
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.generic_utils import achat_to_completion_decorator, chat_to_completion_decorator
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ChatResponseGen, CompletionResponse
 from llama_index.core.llms.llm import LLM
 from llama_index.llms.ollama import Ollama
-from pydantic import Field
+from ollama import AsyncClient
+from pydantic import Field, PrivateAttr
 
 from multihop_rag import bundled
 from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
@@ -149,9 +156,25 @@ class OllamaLLM(Ollama):
       :class:`~multihop_rag.calls.ContextOverflowError` instead of being cut silently by the server:
       before sending (estimated with tiktoken) and after (the server counted a full window).
     - ``digest``: the model's digest on the server, part of LLM-call cache keys.
+    - One async client per event loop: an HTTP connection belongs to the loop that opened it, and the
+      base class's single client, reused from another loop (LlamaIndex runs ``asyncio.run`` per
+      property-graph insert and per graph query), failed with "Event loop is closed".
     """
 
     digest: str = Field(default="", description="The model's digest on the Ollama server (cache keys).")
+    _loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = PrivateAttr(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+    @property
+    def async_client(self) -> AsyncClient:
+        """The async client of the running event loop (made on first use in that loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._loop_clients.get(loop)
+        if client is None:
+            client = AsyncClient(host=self.base_url, timeout=self.request_timeout, headers=self.headers or {})
+            self._loop_clients[loop] = client
+        return client
 
     @classmethod
     def class_name(cls) -> str:
@@ -210,6 +233,37 @@ class OllamaLLM(Ollama):
         return await achat_to_completion_decorator(self.achat)(prompt, **kwargs)
 
 
+class OllamaChatModel(ChatOllama):
+    """LangChain's ``ChatOllama`` whose async calls run its sync client on a worker thread.
+
+    ``ChatOllama`` makes one async client with the model; its connections belong to the first event loop
+    that used them, so a second ``asyncio.run`` (a script that answers question by question, an app that
+    runs a loop per request) failed with "Event loop is closed". The sync client belongs to no loop.
+    """
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return await asyncio.to_thread(self._generate, messages, stop, run_manager.get_sync() if run_manager else None, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunks = iter(self._stream(messages, stop, None, **kwargs))
+        while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+
 def _env_or_auto(env: str, ollama_default: str, embedded: Spec) -> Spec:
     if value := os.environ.get(env):
         return parse_spec(value, embedding=embedded.kind == "st")
@@ -238,6 +292,10 @@ def _gguf(name: str) -> str:
         path = Path(name).expanduser()
         if not path.is_file():
             raise BackendError(f"no GGUF file at {path}")
+        with path.open("rb") as file:
+            if file.read(4) != b"GGUF":  # checked before a store is written with a model that cannot load
+                raise BackendError(f"{path} is not a GGUF model file (it does not start with the GGUF magic): "
+                                   "give a llama.cpp model file or a bundled alias (llamacpp:default)")
         return str(path)
     try:
         return str(bundled.gguf_path(name))
@@ -322,10 +380,8 @@ def chat_model(
     cached, keyed with the model's digest. Thinking is off (thinking models answer directly)."""
     parsed = resolve_llm_spec(spec)
     if parsed.kind == "ollama":
-        from langchain_ollama import ChatOllama
-
         host, digest = _check_ollama(parsed.name)
-        return ChatOllama(
+        return OllamaChatModel(
             model=parsed.name,
             base_url=host,
             temperature=temperature,
