@@ -240,12 +240,33 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
             raise KeyError(f"no document {ref_doc_id!r} in this index")
         self._change(add=[], remove=[ref_doc_id])
 
+    def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Remove the documents these nodes stand for, in one update (see :meth:`documents_of_nodes`)."""
+        self._change(add=[], remove=self.documents_of_nodes(node_ids))
+
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
-        assert self.graph is not None
-        doc_ids = list(self.graph.node(node_id).doc_ids) if node_id in self.graph.position else []
-        if not doc_ids:
-            raise KeyError(f"{node_id!r} is not a node of this index")
-        self._change(add=[], remove=doc_ids)
+        self.delete_nodes([node_id])
+
+    def documents_of_nodes(self, node_ids: Sequence[str]) -> list[str]:
+        """The documents ``node_ids`` stand for: a chunk of one document stands for it; a chunk packing several
+        short documents, or a summary, stands for none alone, and is accepted only beside a node naming one of
+        its documents (it is then rebuilt without it). Any other node raises, before anything is deleted."""
+        graph = self.graph
+        unknown = [n for n in node_ids if graph is None or n not in graph.position]
+        if unknown or graph is None:
+            raise KeyError(f"{unknown[0] if unknown else node_ids[0]!r} is not a node of this index")
+        owners = {n: list(graph.node(n).doc_ids) for n in node_ids}
+        chosen = list(dict.fromkeys(d for n, docs in owners.items() if graph.node(n).level == 1 and len(docs) == 1
+                                    for d in docs))
+        for node_id, docs in owners.items():
+            if not set(docs) & set(chosen):
+                shown = ", ".join(docs[:5]) + (f" and {len(docs) - 5} more" if len(docs) > 5 else "")
+                raise ValueError(
+                    f"node {node_id!r} holds text of {len(docs)} documents ({shown}): GARLIC packs short documents into one "
+                    "chunk and summarizes many in one node, so it stands for no single document; delete documents with "
+                    "delete_ref_doc(doc_id)"
+                )
+        return chosen
 
     def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
         """Re-index a document whose text changed (same id)."""

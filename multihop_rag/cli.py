@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -60,34 +61,59 @@ def _store_folder(store: str) -> Path:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from multihop_rag import registry
     from multihop_rag.corpus import LoadReport, load_documents
-    from multihop_rag.persistence import MANIFEST, read_manifest, write_manifest
+    from multihop_rag.persistence import store_lock
 
     report = LoadReport()
     passages = load_documents(args.corpus, report)
     _say(f"read {len(passages)} documents from {args.corpus} ({len(report.skipped)} skipped)")
     folder = _store_folder(args.store)
+    registry.check_settings(args.set)
+    if args.estimate:
+        return _index_locked(args, passages, folder)
+    with store_lock(folder, say=_say):  # two runs on one store: the second waits, then updates what the first wrote
+        return _index_locked(args, passages, folder)
+
+
+def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -> int:
+    from multihop_rag.persistence import MANIFEST, read_manifest, reset_store, write_atomic, write_manifest
+
+    if args.overwrite and not args.estimate:
+        reset_store(folder)  # from nothing, whatever a crash or a damaged file left there
     existing = read_manifest(folder) if (folder / MANIFEST).is_file() else None
     method_name = args.method or (existing or {}).get("cli_method") or "naive"
     method, config = _method(method_name, args.set)
     updating = existing is not None and existing.get("status") == "done" and not args.overwrite
     if existing is not None and updating:
         _check_same(existing, method_name, args)
+        config = _recorded_settings(method, existing, args.set)
     if args.estimate:
         return _print_estimate(method, config, passages, _models(args), args.recalibrate)
-    models = _models(args, cache=folder / "llm_calls.sqlite")
+    try:
+        models = _models(args, cache=folder / "llm_calls.sqlite")
+    except sqlite3.DatabaseError as exc:
+        from multihop_rag.stores import StoreError
+
+        raise StoreError(f"the LLM-call cache {folder / 'llm_calls.sqlite'} is damaged ({exc}): delete it (the build then "
+                         "makes its calls again) or rebuild with --overwrite, which sets it aside") from exc
     if not updating and not _confirm_build(method, config, passages, models, args.yes):
         _say("not built")
         return 1
+    if updating and not _confirm_removal(folder, passages, args):
+        _say("not updated")
+        return 1
     started, before = time.perf_counter(), models.usage()
     if updating:
-        index = method.load(folder, models, config)
+        index = _load(method, folder, models, config)
         change = index.update(passages)
+        write_atomic(folder / CORPUS_IDS, json.dumps([p.id for p in passages]))
         spent = models.usage() - before
         print(f"updated {folder}: {len(change.added)} added, {len(change.changed)} changed, {len(change.removed)} removed; "
               f"{spent.calls} LLM calls ({spent.cache_hits} from the cache) in {time.perf_counter() - started:.1f} s")
         return 0
     index = method.build(passages, models, folder, config, overwrite=args.overwrite)
+    write_atomic(folder / CORPUS_IDS, json.dumps([p.id for p in passages]))
     written = read_manifest(folder)
     write_manifest(folder, written["method"], written["format"], cli_method=method_name,
                    llm=models.llm_spec, embed=models.embed_spec, settings=config.model_dump(mode="json"))
@@ -138,6 +164,56 @@ def _confirm_build(method: Any, config: Any, passages: list[Any], models: Any, y
     return input(f"build for about {seconds / 3600:.1f} h? [y/N] ").strip().lower() in {"y", "yes"}
 
 
+CORPUS_IDS = "corpus_ids.json"
+"""The ids of the documents the store was last built or updated from (the command line's record)."""
+
+
+def _confirm_removal(folder: Path, passages: list[Any], args: argparse.Namespace) -> bool:
+    """An update that would remove more than half of the store's documents (a corpus path given too narrowly) asks
+    first in a terminal and is refused elsewhere, unless ``--yes``."""
+    try:
+        known = set(json.loads((folder / CORPUS_IDS).read_text()))
+    except (OSError, ValueError):
+        return True  # a store from before this record: nothing to compare with
+    removed = known - {p.id for p in passages}
+    if len(removed) * 2 <= len(known) or args.yes:
+        return True
+    what = f"this update would remove {len(removed)} of the store's {len(known)} documents ({args.corpus} holds {len(passages)})"
+    if not sys.stdin.isatty():
+        raise UsageError(f"{what}: pass --yes to remove them, or give the whole corpus")
+    return input(f"{what}. Remove them? [y/N] ").strip().lower() in {"y", "yes"}
+
+
+def _load(method: Any, folder: Path, models: Any, config: Any) -> Any:
+    """``method.load``; a store whose files are missing, cut or unreadable is named with its fix in one line."""
+    from multihop_rag.stores import StoreError
+
+    try:
+        return method.load(folder, models, config)
+    except StoreError:
+        raise
+    except (OSError, ValueError, KeyError, sqlite3.DatabaseError) as exc:  # JSONDecodeError is a ValueError
+        part = getattr(exc, "filename", None) or getattr(getattr(exc, "doc", None), "name", None)
+        where = f" ({part})" if part else ""
+        raise StoreError(f"{folder} is damaged{where}: {type(exc).__name__}: {str(exc)[:160]}; rebuild it with "
+                         f"'multihop-rag index CORPUS --store {folder} --overwrite' (the LLM-call cache is kept)") from exc
+
+
+def _recorded_settings(method: Any, manifest: dict[str, Any], assignments: list[str]) -> Any:
+    """The settings a store was built with; an update keeps them (a ``--set`` that changes one is refused: an index
+    built one way and updated another would mix both)."""
+    from multihop_rag import registry
+
+    recorded = manifest.get("settings") or {}
+    stored = registry.settings_for(method, [], base=recorded)
+    asked = registry.settings_for(method, assignments, base=recorded)
+    changed = [f"{method.name}.{k}={v!r}" for k, v in asked.model_dump().items() if stored.model_dump()[k] != v]
+    if changed:
+        raise UsageError(f"the store was built with other settings than {', '.join(changed)}: an update keeps the "
+                         "store's settings; rebuild with --overwrite to change them")
+    return stored
+
+
 def _check_same(manifest: dict[str, Any], method: str, args: argparse.Namespace) -> None:
     """An index is used with the method and models it was built with (a flag saying otherwise is refused)."""
     built = manifest.get("cli_method")
@@ -163,6 +239,8 @@ def _short(value: Any, width: int = 140) -> str:
 def _ask(args: argparse.Namespace) -> int:
     from multihop_rag.persistence import read_manifest
 
+    if not args.question.strip():
+        raise UsageError("an empty question: write the question to answer, in quotes")
     folder = _store_folder(args.store)
     manifest = read_manifest(folder)
     built = manifest.get("cli_method") or manifest["method"]
@@ -173,9 +251,13 @@ def _ask(args: argparse.Namespace) -> int:
     args.llm = args.llm or manifest.get("llm")
     args.embed = args.embed or manifest.get("embed")
     models = _models(args, cache=None)
-    store_method, store_config = _method(built, [])
-    store_config = store_config.model_validate({**store_config.model_dump(), **manifest.get("settings", {})})
-    index = store_method.load(folder, models, store_config)
+    from multihop_rag import registry
+
+    store_method = registry.get(built)
+    # the store's recorded settings, with the --set items naming its method on top (query-time settings such
+    # as resp.max_iterations or garlic.stop_patience; a build-time one changes nothing already built)
+    store_config = registry.settings_for(store_method, args.set, base=manifest.get("settings", {}))
+    index = _load(store_method, folder, models, store_config)
     if over_retriever:
         if not hasattr(index, "as_langchain_retriever"):
             raise UsageError(f"a {built} index offers no retriever for ReSP: ask it with --method {built}")
@@ -209,8 +291,9 @@ def _eval(args: argparse.Namespace) -> int:
         questions = load_questions(args.questions)
         dataset, corpus = Path(args.questions).name, f"{args.corpus} ({len(passages)} documents)"
     elif args.split == "dev":
-        passages, questions = load_pooled(args.dataset, args.pool, args.data_dir)
-        dataset, corpus = args.dataset, f"candidates of the first {args.pool} dev questions, pooled"
+        passages, questions = load_pooled(args.dataset, args.pool, args.data_dir, start=args.start)
+        first = "the first" if not args.start else f"questions {args.start + 1}–{args.start + args.pool}:"
+        dataset, corpus = args.dataset, f"candidates of {first} {args.pool} dev questions, pooled"
     else:
         passages, questions = load_dataset(args.dataset, args.split, args.data_dir)
         dataset, corpus = args.dataset, "smoke corpus"
@@ -313,6 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", help="with --questions: the documents (a folder of .txt/.md or a .jsonl)")
     p.add_argument("--methods", default="naive", help="comma-separated methods")
     p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--start", type=int, default=0, help="dev split: the questions and the pool begin after this many "
+                   "(100: the tuning questions 101–200; report on the first 100, never tune on them)")
     p.add_argument("--pool", type=int, default=30, help="dev split: the corpus pools the candidates of this many questions (default: 30)")
     p.add_argument("--out", default="out/eval", help="output folder: indexes, results.jsonl, report.md, report.png (default: out/eval)")
     p.add_argument("--data-dir", help="dataset folder (default: $MULTIHOP_RAG_DATA or shared/data)")

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -81,7 +82,11 @@ class Question:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Question:
         names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in record.items() if k in names})
+        values = {k: v for k, v in record.items() if k in names}
+        for listed in ("answers", "supporting", "supporting_titles", "candidates"):
+            if isinstance(values.get(listed), str):  # one title given as text, not a list of its letters
+                values[listed] = [values[listed]]
+        return cls(**values)
 
 
 @dataclass
@@ -131,6 +136,11 @@ def _passages_from_jsonl(path: Path, report: LoadReport) -> list[Passage]:
             continue
         title = str(record.get("title") or "")
         passages.append(Passage(id=str(record.get("id") or _passage_id(title, text)), title=title, text=text))
+    counts = Counter(p.id for p in passages)
+    if repeated := [i for i, n in counts.items() if n > 1]:
+        shown = ", ".join(repr(i) for i in repeated[:5]) + (f" and {len(repeated) - 5} more" if len(repeated) > 5 else "")
+        raise CorpusError(f"{path}: duplicate id {shown} ({sum(counts[i] for i in repeated)} records): "
+                          "give each record its own id, or drop the copies")
     return passages
 
 
@@ -223,15 +233,16 @@ def load_dataset(
 
 
 def load_pooled(
-    name: str, n_questions: int = 30, data_dir_path: str | Path | None = None
+    name: str, n_questions: int = 30, data_dir_path: str | Path | None = None, *, start: int = 0
 ) -> tuple[list[Passage], list[Question]]:
-    """The first ``n_questions`` dev questions and the pool of all their candidate passages.
+    """``n_questions`` dev questions from the ``start``-th (0: the first; 100: the tuning questions 101–200)
+    and the pool of all their candidate passages.
 
     The benchmark protocol (DESIGN.md): retrieval is measured on a pooled corpus, since on a
     question's own ~10–20 candidates top-20 retrieves nearly everything.
     """
     passages, questions = load_dataset(name, "dev", data_dir_path)
-    questions = questions[:n_questions]
+    questions = questions[start : start + n_questions]
     wanted = {c for q in questions for c in q.candidates}
     return [p for p in passages if p.id in wanted], questions
 

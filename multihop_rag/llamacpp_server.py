@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -53,24 +55,32 @@ class OpenAIEndpoint:
     model: str
     """Model name the server knows."""
     api_key: str = "local"
-    """Local servers ignore it; OpenAI clients insist on one."""
+    """The key requests carry (:class:`LlamaCppServer` makes one per start; Ollama ignores it)."""
     grammar: bool = False
     """Whether requests may carry a llama.cpp GBNF ``grammar`` field (llama.cpp's server: yes)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+KEY_VARIABLE = "MULTIHOP_RAG_SERVER_KEY"
+"""The environment variable that hands the server its API key (never on the command line, which ``ps`` shows)."""
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _listening_socket() -> socket.socket:
+    """A socket listening on a free port of 127.0.0.1, handed to the server process as it is: the port is held from
+    the moment it is chosen (no bind, close and bind again, which another process could win)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+def _stop(process: subprocess.Popen[bytes], folder: str) -> None:
     if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+    shutil.rmtree(folder, ignore_errors=True)  # its log
 
 
 class LlamaCppServer:
@@ -90,7 +100,8 @@ class LlamaCppServer:
         self.alias = alias
         self.startup_timeout = startup_timeout
         self.port = 0
-        self.log_path = Path(tempfile.gettempdir()) / f"multihop-rag-llamacpp-server-{os.getpid()}-{id(self)}.log"
+        self.api_key = ""
+        self.log_path = Path()
         self._process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -98,7 +109,7 @@ class LlamaCppServer:
     def endpoint(self) -> OpenAIEndpoint:
         if self._process is None:
             raise RuntimeError("the server is not running; call start()")
-        return OpenAIEndpoint(api_base=f"http://127.0.0.1:{self.port}/v1", model=self.alias, grammar=True)
+        return OpenAIEndpoint(api_base=f"http://127.0.0.1:{self.port}/v1", model=self.alias, api_key=self.api_key, grammar=True)
 
     def start(self) -> OpenAIEndpoint:
         """Start the server (if not running) and wait until it answers ``/v1/models``."""
@@ -106,29 +117,40 @@ class LlamaCppServer:
             return self.endpoint
         if not Path(self.model_path).is_file():
             raise BackendError(f"no GGUF model at {self.model_path}")
-        self.port = _free_port()
-        command = [
-            sys.executable, "-m", "multihop_rag.llamacpp_server",
-            "--model", self.model_path, "--alias", self.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
-            "--parent-pid", str(os.getpid()),
-        ]  # fmt: skip
-        with open(self.log_path, "wb") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        self._finalizer = weakref.finalize(self, _stop, self._process)
+        self.api_key = secrets.token_urlsafe(24)  # another local user cannot drive the server without it
+        folder = tempfile.mkdtemp(prefix="multihop-rag-llamacpp-server-")  # mode 0700: the log is this user's only
+        self.log_path = Path(folder) / "server.log"
+        with _listening_socket() as sock:
+            self.port = int(sock.getsockname()[1])
+            command = [
+                sys.executable, "-m", "multihop_rag.llamacpp_server",
+                "--model", self.model_path, "--alias", self.alias, "--fd", str(sock.fileno()), "--n-ctx", str(self.n_ctx),
+                "--parent-pid", str(os.getpid()),
+            ]  # fmt: skip
+            descriptor = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with open(descriptor, "wb") as log:
+                self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, pass_fds=(sock.fileno(),),
+                                                 env={**os.environ, KEY_VARIABLE: self.api_key})
+        self._finalizer = weakref.finalize(self, _stop, self._process, folder)
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
+                code, tail = self._process.returncode, self._log_tail()
+                self.stop()
                 raise BackendError(
-                    f"llama.cpp server exited with code {self._process.returncode}; is llama-cpp-python installed "
-                    f"with the [server] extra? Its log ({self.log_path}) ends with:\n{self._log_tail()}"
+                    f"llama.cpp server exited with code {code}; is llama-cpp-python installed "
+                    f"with the [server] extra? Its log ended with:\n{tail}"
                 )
             try:
-                with urllib.request.urlopen(f"{self.endpoint.api_base}/models", timeout=2):
+                probe = urllib.request.Request(f"{self.endpoint.api_base}/models",
+                                               headers={"Authorization": f"Bearer {self.api_key}"})
+                with urllib.request.urlopen(probe, timeout=2):
                     return self.endpoint
             except (urllib.error.URLError, OSError):
                 time.sleep(0.5)
-        self.stop()
-        raise BackendError(f"llama.cpp server did not answer within {self.startup_timeout:.0f} s; log: {self.log_path}")
+        tail = self._log_tail()
+        self.stop()  # removes the log
+        raise BackendError(f"llama.cpp server did not answer within {self.startup_timeout:.0f} s; its log ended with:\n{tail}")
 
     def stop(self) -> None:
         if self._finalizer is not None:
@@ -267,6 +289,24 @@ class _JsonSchemaAdapter:
         await self.app({**scope, "headers": headers}, replay, hold)
 
 
+class _NoBrowsers:
+    """ASGI middleware refusing every request that carries an ``Origin`` header (403): browsers send one on every
+    cross-origin request, the project's clients never do, so no web page can drive the local model (llama.cpp's app
+    answers CORS for any origin, with credentials)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and any(name == b"origin" for name, _ in scope["headers"]):
+            body = b'{"error": "requests from web pages are refused"}'
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
 def _exit_with_parent(parent_pid: int, interval: float = 1.0) -> threading.Thread:
     """Stop this server when its parent dies, even by a signal that skipped its cleanup (a killed
     notebook kernel or benchmark must not leave a model server eating the CPU)."""
@@ -290,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--model", required=True, help="GGUF file")
     parser.add_argument("--alias", default="local", help="model name clients use")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True, help="a listening socket on 127.0.0.1 to serve on")
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
@@ -300,11 +340,13 @@ def main(argv: list[str] | None = None) -> None:
         model=args.model, model_alias=args.alias, n_ctx=args.n_ctx, n_threads=max(1, os.cpu_count() or 1),
         seed=0, verbose=False,
     )  # fmt: skip
-    app = create_app(server_settings=ServerSettings(host="127.0.0.1", port=args.port), model_settings=[model])
+    key = os.environ.pop(KEY_VARIABLE, None)
+    if not key:
+        parser.error(f"{KEY_VARIABLE} is not set: the server never runs without an API key")
+    app = create_app(server_settings=ServerSettings(host="127.0.0.1", api_key=key), model_settings=[model])
     # A stop must not wait for a generation whose client is gone.
-    uvicorn.run(
-        _JsonSchemaAdapter(app), host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=2
-    )
+    config = uvicorn.Config(_NoBrowsers(_JsonSchemaAdapter(app)), log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[socket.socket(fileno=args.fd)])  # the family is read from the socket itself
 
 
 if __name__ == "__main__":

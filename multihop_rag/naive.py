@@ -23,7 +23,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from multihop_rag.calls import Call, call
 from multihop_rag.corpus import Passage
@@ -48,11 +48,17 @@ class NaiveConfig(BaseModel):
 
     model_config = {"frozen": True}
 
-    chunk_size: int = Field(256, description="Tokens per chunk (all-MiniLM-L6-v2 reads 256 word pieces).")
-    chunk_overlap: int = Field(32, description="Tokens shared by consecutive chunks of a document.")
-    similarity_top_k: int = Field(5, description="Chunks the LLM reads.")
-    retrieve_k: int = Field(20, description="Chunks returned as ranked evidence (recall@k up to this k).")
-    max_output_tokens: int = Field(64, description="Token cap of the answer.")
+    chunk_size: int = Field(256, ge=16, description="Tokens per chunk (all-MiniLM-L6-v2 reads 256 word pieces).")
+    chunk_overlap: int = Field(32, ge=0, description="Tokens shared by consecutive chunks of a document.")
+    similarity_top_k: int = Field(5, ge=1, description="Chunks the LLM reads.")
+    retrieve_k: int = Field(20, ge=1, description="Chunks returned as ranked evidence (recall@k up to this k).")
+    max_output_tokens: int = Field(64, ge=1, description="Token cap of the answer.")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> NaiveConfig:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be below chunk_size ({self.chunk_size})")
+        return self
 
 
 def evidence_from_nodes(nodes: Sequence[NodeWithScore], kind: str = "chunk") -> list[Evidence]:

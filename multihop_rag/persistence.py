@@ -6,15 +6,99 @@ raises the same :class:`IndexFolderError` with a line that says what to do.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from multihop_rag.stores import StoreError
 
-__all__ = ["MANIFEST", "IndexFolderError", "write_manifest", "read_manifest", "prepare_folder"]
+__all__ = ["MANIFEST", "LOCK", "IndexFolderError", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
+           "store_lock", "reset_store", "CALL_CACHE"]
 
 MANIFEST = "multihop_rag.json"
+LOCK = ".multihop_rag.lock"
+log = logging.getLogger(__name__)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half of one:
+    a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+CALL_CACHE = "llm_calls.sqlite"
+CHROMA_DB = "chroma.sqlite3"
+
+
+def reset_store(folder: str | Path) -> None:
+    """Empty a store for a build from nothing (``--overwrite``), whatever state it is in: every file but the lock
+    and a sound LLM-call cache (the new build replays its calls); a damaged cache is set aside. A non-empty folder
+    that is no store (no manifest) is refused, so a mistyped path never empties a folder of the user's."""
+    path = Path(folder)
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not (path / MANIFEST).exists():
+        raise IndexFolderError(f"{path} is not a multihop-rag store (no {MANIFEST}) and not empty: choose an empty or new folder")
+    cache = path / CALL_CACHE
+    if cache.exists() and not _sound_sqlite(cache):
+        aside = cache.with_name(f"{CALL_CACHE}.damaged-{int(time.time())}")
+        cache.rename(aside)
+        log.warning("the LLM-call cache %s was damaged: set aside as %s; the build makes its calls again", cache, aside.name)
+    for entry in path.iterdir():
+        if entry.name == LOCK or entry.name.startswith(CALL_CACHE):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            if _sound_sqlite(entry / CHROMA_DB):
+                continue  # a sound vector store: the build empties its collection (its client may be open in this process)
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _sound_sqlite(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            return db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    except sqlite3.DatabaseError:
+        return False
+
+
+@contextmanager
+def store_lock(folder: str | Path, say: Any = None) -> Iterator[None]:
+    """Hold the store's write lock for the block; a second writer waits for the first (``say`` is told why)."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        (say or log.warning)(f"another 'multihop-rag index' is writing {path}; waiting for it to finish")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class IndexFolderError(StoreError):
@@ -27,7 +111,7 @@ def write_manifest(folder: str | Path, method: str, format_version: int, **field
     path.mkdir(parents=True, exist_ok=True)
     previous = _read(path / MANIFEST) or {}
     manifest = {**previous, **fields, "method": method, "format": format_version, "written": time.time()}
-    (path / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
+    write_atomic(path / MANIFEST, json.dumps(manifest, indent=1, default=str))
     return manifest
 
 
@@ -46,6 +130,9 @@ def read_manifest(
     path = Path(folder)
     methods = (method,) if isinstance(method, str) else method
     manifest = _read(path / MANIFEST)
+    if manifest is None and (path / MANIFEST).exists():
+        raise IndexFolderError(f"{path / MANIFEST} is damaged (not readable JSON): rebuild the store with "
+                               f"'multihop-rag index CORPUS --store {path} --overwrite' (the LLM-call cache is kept)")
     if manifest is None:
         what = " or ".join(methods) + " " if methods else ""
         raise IndexFolderError(f"{path} holds no {what}index (no {MANIFEST}): build one there first ('multihop-rag index')")

@@ -8,15 +8,16 @@ declares ``[project.entry-points."multihop_rag.methods"] mine = "my_package:METH
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib.metadata import entry_points
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from multihop_rag.methods import Method
 
-__all__ = ["GROUP", "ORDER", "MethodError", "available", "get", "settings_for"]
+__all__ = ["GROUP", "ORDER", "MethodError", "available", "get", "settings_for", "check_settings"]
 
 GROUP = "multihop_rag.methods"
 ORDER = ("naive", "resp", "hirag", "raptor", "sirerag", "garlic", "k2rag")
@@ -48,18 +49,34 @@ def get(name: str) -> Method:
     return methods[name]
 
 
-def settings_for(method: Method, assignments: Sequence[str]) -> BaseModel:
-    """The method's config with ``assignments`` applied: ``name.field=value`` items naming this method
-    (or ``field=value``); values are read as JSON when they parse, else as text."""
+def check_settings(assignments: Sequence[str]) -> None:
+    """Validate every ``method.field=value`` item against its method's config (name, field, type, range) before
+    anything is written; an item without a method is checked when the method is known."""
+    for item in assignments:
+        owner, dot, _ = item.partition("=")[0].rpartition(".")
+        if dot:
+            settings_for(get(owner) if owner in available() else _unknown(item, owner), [item])
+
+
+def _unknown(item: str, owner: str) -> Method:
+    raise MethodError(f"--set {item!r}: there is no method {owner!r}; available: {', '.join(available())}")
+
+
+def settings_for(method: Method, assignments: Sequence[str], base: Mapping[str, Any] | None = None) -> BaseModel:
+    """The method's config: ``base`` (a store's recorded settings) with ``assignments`` applied on top:
+    ``name.field=value`` items naming this method (or ``field=value``); values are read as JSON when they
+    parse, else as text."""
     import json
 
-    values: dict[str, object] = {}
+    values: dict[str, object] = dict(base or {})
     fields = method.config_class.model_fields
     for item in assignments:
         key, sep, raw = item.partition("=")
         if not sep:
             raise MethodError(f"--set {item!r}: write method.field=value")
         owner, dot, field = key.rpartition(".")
+        if dot and owner not in available():
+            _unknown(item, owner)
         if dot and owner != method.name:
             continue
         if field not in fields:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def test_json_schema_requests_come_back_as_schema_valid_json(server):
         "max_tokens": 30,
     }
     request = urllib.request.Request(
-        f"{server.api_base}/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        f"{server.api_base}/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"},
     )
     with urllib.request.urlopen(request, timeout=120) as response:
         content = json.load(response)["choices"][0]["message"]["content"]
@@ -69,3 +71,29 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(child)
+
+
+def _status(url: str, headers: dict[str, str]) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_server_takes_its_key_only_and_no_web_page(server):
+    models = f"{server.api_base}/models"
+    key = {"Authorization": f"Bearer {server.api_key}"}
+    assert len(server.api_key) >= 24 and server.api_key != "local"
+    assert _status(models, key) == 200
+    assert _status(models, {}) == 401  # another local user, without the key made at this start
+    assert _status(models, {**key, "Origin": "https://example.org"}) == 403  # a web page, even with the key
+
+
+def test_the_log_is_private_and_removed_with_the_server():
+    server = LlamaCppServer(bundled.gguf_path(MODEL), n_ctx=1024)
+    server.start()
+    folder = server.log_path.parent
+    assert (folder.stat().st_mode & 0o777) == 0o700 and (server.log_path.stat().st_mode & 0o777) == 0o600
+    server.stop()
+    assert not folder.exists()

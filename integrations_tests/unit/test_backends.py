@@ -95,3 +95,12 @@ def test_assembly_checks_sha(monkeypatch, tmp_path):
     with pytest.raises(bundled.BundledModelMissing, match="SHA-256"):
         bundled.gguf_path("b")
     assert not (tmp_path / "cache" / "models" / "b.gguf").exists()
+
+
+def test_a_file_that_is_no_gguf_model_is_refused_before_anything_is_built(tmp_path):
+    from multihop_rag.backends import BackendError, llama_index_llm
+
+    garbage = tmp_path / "model.gguf"
+    garbage.write_bytes(b"\x00" * 4096)
+    with pytest.raises(BackendError, match="not a GGUF model file"):
+        llama_index_llm(f"llamacpp:{garbage}")

@@ -196,3 +196,151 @@ def test_a_users_method_joins_through_an_entry_point(capsys, docs, tmp_path, fak
     finally:
         sys.modules.pop("echo_method", None)
         registry.available.cache_clear()
+
+
+# --- issue 39: input gaps, each one clear line with exit 2, nothing lost ----------------------------
+
+
+def test_duplicate_ids_in_a_jsonl_corpus_are_refused_naming_them(capsys, tmp_path, fake_models):
+    corpus = tmp_path / "c.jsonl"
+    rows = [{"id": "a", "title": "A", "text": "First."}, {"id": "b", "title": "B", "text": "Other."},
+            {"id": "a", "title": "A2", "text": "Second."}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = run(capsys, "index", str(corpus), "--store", str(tmp_path / "s"))
+    assert code == 2 and "duplicate id" in err and "'a'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_empty_question_is_refused(capsys, docs, tmp_path, fake_models):
+    assert run(capsys, "index", str(docs), "--store", str(tmp_path / "s"))[0] == 0
+    code, _, err = run(capsys, "ask", "   ", "--store", str(tmp_path / "s"))
+    assert code == 2 and "empty question" in err
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("naiv.chunk_size=big", "there is no method 'naiv'"),
+    ("naive.chunk_size=-5", "naive.chunk_size"),
+    ("naive.no_such=1", "no setting 'no_such'"),
+])
+def test_every_set_is_validated_in_full(capsys, docs, tmp_path, fake_models, assignment, message):
+    code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "s"), "--set", assignment)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_supporting_titles_given_as_a_string_is_one_title(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"question": "Q?", "answers": ["A"], "supporting_titles": "Kesh Bridge"}) + "\n")
+    assert load_questions(path)[0].supporting_titles == ["Kesh Bridge"]
+
+
+def test_a_second_index_run_waits_for_the_first_and_then_updates_what_it_wrote(capsys, docs, tmp_path, fake_models):
+    import threading
+
+    from multihop_rag.persistence import store_lock
+
+    store = tmp_path / "s"
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    (docs / "dunmere.txt").write_text("Dunmere is the largest port of Astrel.")
+    finished: list[int] = []
+    with store_lock(store):  # a first writer still at work
+        second = threading.Thread(target=lambda: finished.append(cli.main(["index", str(docs), "--store", str(store)])))
+        second.start()
+        second.join(timeout=3)
+        assert second.is_alive() and not finished  # it waits rather than writing beside the first
+    second.join(timeout=60)
+    assert finished == [0]
+    out = capsys.readouterr()
+    assert "waiting for it to finish" in out.err and "1 added" in out.out
+
+
+def test_state_files_are_replaced_atomically(tmp_path, monkeypatch):
+    import os
+
+    from multihop_rag.persistence import write_atomic
+
+    path = tmp_path / "state.json"
+    write_atomic(path, "old")
+
+    def crash(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(path, "new, cut before the rename")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_an_update_keeps_the_stores_settings_and_refuses_to_change_them(capsys, docs, tmp_path, fake_models, monkeypatch):
+    store = tmp_path / "s"
+    assert run(capsys, "index", str(docs), "--store", str(store), "--set", "naive.similarity_top_k=3")[0] == 0
+    method = registry.get("naive")
+    seen = []
+    original = type(method).load
+    monkeypatch.setattr(type(method), "load", lambda self, folder, models, config: seen.append(config) or original(
+        self, folder, models, config))
+    (docs / "dunmere.txt").write_text("Dunmere is the largest port of Astrel.")
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    assert seen[-1].similarity_top_k == 3  # not the default 5
+    code, _, err = run(capsys, "index", str(docs), "--store", str(store), "--set", "naive.similarity_top_k=4")
+    assert code == 2 and "naive.similarity_top_k=4" in err and "--overwrite" in err
+    # ask honours a --set naming the store's method
+    assert run(capsys, "ask", "Which river?", "--store", str(store), "--set", "naive.similarity_top_k=2")[0] == 0
+    assert seen[-1].similarity_top_k == 2
+
+
+@pytest.mark.parametrize("damage", ["state", "manifest", "cache"])
+def test_a_damaged_store_is_one_line_and_overwrite_always_starts_over(capsys, docs, tmp_path, fake_models, damage):
+    store = tmp_path / "s"
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    if damage == "state":
+        state = max((p for p in store.rglob("*.json") if p.name != "multihop_rag.json"), key=lambda p: p.stat().st_size)
+        state.write_text(state.read_text()[: state.stat().st_size // 2])
+    elif damage == "manifest":
+        (store / "multihop_rag.json").write_text('{"method": "na')
+    else:
+        for part in store.glob("llm_calls.sqlite-*"):  # the log of the connection the first run left open
+            part.unlink()
+        (store / "llm_calls.sqlite").write_bytes(b"not a database" * 100)
+    if damage != "cache":  # the fakes take no cache: the real one is opened below
+        code, _, err = run(capsys, "index", str(docs), "--store", str(store))
+        assert code == 2 and "--overwrite" in err
+        assert len([line for line in err.splitlines() if line.startswith("multihop-rag index:")]) == 1
+        assert "Traceback" not in err
+    assert run(capsys, "index", str(docs), "--store", str(store), "--overwrite")[0] == 0
+    assert run(capsys, "ask", "Which river?", "--store", str(store))[0] == 0
+    if damage == "cache":
+        assert [p.name.split("-")[0] for p in store.glob("llm_calls.sqlite.damaged-*")] == ["llm_calls.sqlite.damaged"]
+
+
+def test_a_damaged_llm_call_cache_is_named_with_its_fix(capsys, docs, tmp_path, monkeypatch):
+    from multihop_rag.cache import LLMCache
+
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "llm_calls.sqlite").write_bytes(b"not a database" * 100)
+    monkeypatch.setattr(cli, "_models", lambda args, cache=None: LLMCache(cache))
+    code, _, err = run(capsys, "index", str(docs), "--store", str(store), "--llm", "llamacpp:x")
+    assert code == 2 and "llm_calls.sqlite is damaged" in err and "delete it" in err
+
+
+def test_overwrite_never_empties_a_folder_that_is_no_store(capsys, docs, tmp_path, fake_models):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    code, _, err = run(capsys, "index", str(docs), "--store", str(mine), "--overwrite")
+    assert code == 2 and "not a multihop-rag store" in err and (mine / "notes.txt").read_text() == "my notes"
+
+
+def test_an_update_that_would_remove_most_of_the_store_asks_first(capsys, docs, tmp_path, fake_models):
+    store = tmp_path / "s"
+    for name in ("dunmere", "caldor"):
+        (docs / f"{name}.txt").write_text(f"{name.title()} is a town of Astrel on the Orrin River.")
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    narrow = tmp_path / "narrow"
+    narrow.mkdir()
+    (narrow / "kesh.txt").write_text((docs / "kesh.txt").read_text())
+    code, _, err = run(capsys, "index", str(narrow), "--store", str(store))
+    assert code == 2 and "would remove 3 of the store's 4 documents" in err and "--yes" in err
+    code, out, _ = run(capsys, "index", str(narrow), "--store", str(store), "--yes")
+    assert code == 0 and "3 removed" in out

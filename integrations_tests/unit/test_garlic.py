@@ -638,3 +638,26 @@ def test_early_summaries_of_a_level_that_turns_out_too_long_are_dropped(docs, tm
     assert [n.id for n in overlapped.graph.nodes] == [n.id for n in sequential.graph.nodes]
     assert overlapped.graph.edges == sequential.graph.edges
     assert overlapped.llm.usage.calls > sequential.llm.usage.calls  # the dropped early summaries were sent
+
+
+def test_delete_nodes_removes_only_the_documents_the_nodes_stand_for(docs, tmp_path):
+    from llama_index.core.schema import Document
+
+    long = Document(id_="long", text=" ".join(f"Sentence {i} of the long Astrel chronicle is here." for i in range(80)),
+                    metadata={"title": "Chronicle"})
+    index = build([long, *docs], tmp_path)
+    everything = set(index.documents)
+    packed = next(n for n in index.graph.levels[1] if len(n.doc_ids) > 1 and "long" not in n.doc_ids)
+    summary = index.graph.levels[2][0]
+    for node in (packed, summary):  # no node stands for one of these documents alone: refused, nothing lost
+        with pytest.raises(ValueError, match="delete_ref_doc"):
+            index.delete_nodes([node.id])
+        assert set(index.documents) == everything
+    with pytest.raises(KeyError):
+        index.delete_nodes(["no-such-node"])
+    # every node of a document spanning several chunks, its last one packed with the next document's text
+    nodes = index.ref_doc_info["long"].node_ids
+    assert len(nodes) >= 2
+    index.delete_nodes(nodes)
+    assert set(index.documents) == everything - {"long"}
+    assert "long" not in index.ref_doc_info and all("long" not in n.doc_ids for n in index.graph.nodes)
