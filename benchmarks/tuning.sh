@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Ablations on the tuning questions (DESIGN.md: tune on dev 101–200, report on 1–100; never tune on what
+# is reported). Each variant is one setting changed from the paper's behaviour, in a folder of its own
+# that starts from a copy of the baseline folder's LLM-call cache: the calls a variant shares with the
+# baseline (naive's, the rounds before the change) replay, and only what the change alters is paid for.
+# Usage: benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
+#   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs the
+#   methods the --set items name. Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+dataset=$1 n=$2 variant=$3; shift 3
+root=benchmarks/results/tuning/$dataset-dev101-$((100 + n))
+out=$root/$variant
+mkdir -p "$out"
+if [[ $variant == baseline ]]; then
+    methods=${METHODS:-naive,resp,hirag}
+else
+    methods=naive,$(printf '%s\n' "$@" | sed -n 's/^--set=\{0,1\}//; s/^\([a-z0-9_]*\)\..*/\1/p' | sort -u | paste -sd,)
+    [[ -f $out/llm_calls.sqlite ]] || "$BIN/python" -c 'import sqlite3, sys
+with sqlite3.connect(sys.argv[1]) as src, sqlite3.connect(sys.argv[2]) as dst:
+    src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/baseline/llm_calls.sqlite" "$out/llm_calls.sqlite"
+fi
+"$BIN/multihop-rag" eval --dataset "$dataset" --split dev --start 100 --pool 100 --limit "$n" --methods "$methods" \
+    --llm llamacpp:default --embed st:default --out "$out" "$@"
