@@ -21,6 +21,14 @@ class ReSPConfig(BaseModel):
         description="A planned sub-question sharing this share of its content words (over the larger set) with the "
         "question or an earlier sub-question repeats it (ours: the paper's planner prompt only says not to repeat).",
     )
+    reader_tokens: int = Field(
+        0,
+        ge=0,
+        description="The generator reads the combined memory and, within this many tokens, the retrieved documents "
+        "of every round (deduplicated, round by round in rank order). 0: the memory only, as Table 1's "
+        "generation prompt and §4.3 have it. Ours: the 1.5B's summaries drop the answer (a median of ~38 tokens "
+        "against naive's five chunks), so the reader also sees what the summaries were made from.",
+    )
     replan_on_repeat: bool = Field(
         True,
         description="On a repeat, ask the planner once more, naming the repetition; a second repeat ends the loop "

@@ -23,7 +23,8 @@ Algorithm 1 of the paper, node by node::
   one already looked up — ends the loop (``stop_reason = "repeated_sub_question"``). The paper has no
   repeat rule: its loop runs until the judge says Yes or the bound; small models that plan the
   question again would retrieve the same documents every round.
-- ``generate``: the final answer from the combined memory.
+- ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
+  paper's memory-only generator), the documents every round retrieved, each once, in rank order.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every
@@ -50,9 +51,9 @@ from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
 from multihop_rag.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.graphs import dialogue_node, repeated, run_settings
 from multihop_rag.structured import StructuredStats, label_dialogue
-from multihop_rag.text import complete_sentences
+from multihop_rag.text import complete_sentences, count_tokens
 
-__all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
+__all__ = ["ROLES", "combined_memory", "reading_list", "resp_state_graph", "build_resp_graph"]
 
 ROLES = ("reasoner", "summarizer", "generator")
 """The three LLM roles of §6.2; the builders take one model or a dict by role."""
@@ -69,6 +70,25 @@ def combined_memory(global_memory: Sequence[str], local_memory: Sequence[LocalMe
             + "\n".join(f"- Sub-question: {m['sub_question']} Answer: {m['answer']}" for m in local_memory)
         )
     return "\n".join(parts) if parts else "None"
+
+
+def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
+    """The documents the generator reads: each once (by id, else by text), round by round in rank
+    order, whole, as long as they fit ``budget`` tokens together (the first that does not ends the list)."""
+    seen: set[str] = set()
+    out: list[dict[str, str]] = []
+    used = 0
+    for doc in passages:
+        key = doc.get("id") or doc["text"]
+        if key in seen:
+            continue
+        seen.add(key)
+        cost = count_tokens(f"Doc {len(out) + 1}(Title: {doc['title']}) {doc['text']}")
+        if used + cost > budget:
+            break
+        out.append(doc)
+        used += cost
+    return out
 
 
 def _format_docs(docs: Sequence[dict[str, str]]) -> str:
@@ -153,7 +173,7 @@ def resp_state_graph(
             "answer": "",
             "stop_reason": "",
             "iterations": 0,
-            **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory")},
+            **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory", "passages")},
             **{key: Overwrite(0) for key in ("replans", "judge_failures", "truncated", "retrieved_words")},
         }
 
@@ -166,6 +186,7 @@ def resp_state_graph(
             "sub_question": query,
             "documents": docs,
             "retrieved": [[d["id"] for d in docs]],
+            "passages": docs,
             "retrieved_words": sum(len(d["text"].split()) for d in docs),
             "iterations": state.get("iterations", 0) + 1,
         }
@@ -219,9 +240,14 @@ def resp_state_graph(
         return "generate" if state.get("stop_reason") == "repeated_sub_question" else "retrieve"
 
     def generate(state: ReSPState) -> Dialogue[dict[str, Any]]:
+        settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
-        reply = yield Call(models["generator"], prompt, max_tokens=run_settings(default).max_output_tokens)
+        docs = reading_list(state.get("passages", []), settings.reader_tokens)
+        if docs:
+            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=_format_docs(docs), question=state["question"])
+        else:
+            prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
+        reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
         return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated)}
 

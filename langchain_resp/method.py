@@ -64,7 +64,8 @@ class ReSPIndex:
         started = time.perf_counter()
         state = stream_run(self.graph, {"question": question}, trace, trace_event)
         ids = list(dict.fromkeys(i for round_ids in state.get("retrieved", []) for i in round_ids))
-        docs = self.store.get_by_ids(ids) if self.store is not None and ids else []
+        found = {str(d.id): d for d in self.store.get_by_ids(ids)} if self.store is not None and ids else {}
+        docs = [found[i] for i in ids if i in found]  # the store returns them in its own order, not by rank
         evidence = [
             Evidence(id=str(d.id), title=str(d.metadata.get("title", "")), text=d.page_content,
                      passage_ids=[str(d.metadata.get("passage_id") or d.id)])

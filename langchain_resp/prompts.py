@@ -53,6 +53,15 @@ GENERATE = (
 )
 """Generator, Response Generation (Table 1)."""
 
+GENERATE_WITH_DOCUMENTS = (
+    "Answer the question based on the given reference.\n"
+    "Only give me the answer and do not output any other words.\n"
+    "The following are given reference: {memory}\n"
+    "[Retrieved documents]\n{docs}\n"
+    "Question: {question}"
+)
+"""Ours: Table 1's generation prompt with the retrieved documents after the memory (``reader_tokens`` > 0)."""
+
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

@@ -48,6 +48,9 @@ class ReSPOutput(TypedDict, total=False):
     """Judge answers that were neither Yes nor No, treated as No (sum)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
+    passages: Annotated[list[dict[str, str]], operator.add]
+    """Every round's retrieved documents ``{"id", "title", "text"}`` in rank order (append); the generator
+    reads them within ``reader_tokens``."""
     retrieved_words: Annotated[int, operator.add]
     """Words in all retrieved documents, for the compression ratio of §5.4 (sum)."""
 

@@ -22,6 +22,27 @@ class HiRAGConfig(BaseModel):
     m: int = Field(5, ge=1, description="Eq. (7): internal knowledge with probability (t/m)² after the t-th failed rethink (§4.4: 5).")
     seed: int = Field(0, description="Seed of the (t/m)² draws (a hash of seed, question, sub-question and t).")
     title_candidates: int = Field(20, ge=1, description="Titles BM25 ranks per entity (authors' code: 20).")
-    rewrite_top_k: int = Field(1, ge=1, description="Chunks the whole-corpus search returns after a rewrite (the paper's web search stand-in).")
+    rewrite_top_k: int = Field(
+        1, ge=1, description="Chunks the whole-corpus search returns after a rewrite (the paper's web search stand-in; "
+        "a search result page gives several snippets, the 1.5B's rewrites read one chunk per restated question)."
+    )
     use_profiles: bool = Field(True, description="Give the Filter the document's profile with the chunk (eq. 3's p*; False: Table 4's 'w/o profile').")
+    verify_reads_chunk: bool = Field(
+        False, description="The Filter's yes/no sees the chunk and profile the sub-answer came from (Algorithm 1, line 25 "
+        "passes c_s); False: the sub-answer and the sub-question only (eq. 6 as the authors' code has it), so a wrong "
+        "entity read fluently passes."
+    )
+    summarize_reads_evidence: bool = Field(
+        False, description="The Summarizer reads each (sub-question, sub-answer) pair and the chunks they were verified "
+        "on (ours; eq. 2 gives it the sub-answers only: the 1.5B's one-sentence sub-answers lose the rest of the chunk)."
+    )
+    ask_again_if_restated: bool = Field(
+        False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
+        "is asked again once, as the Decomposer's initialization wants a simple question (§4.2; ours: the 1.5B restates)."
+    )
+    restate_threshold: float = Field(0.8, ge=0.0, le=1.0, description="Overlap with the question that counts as a restatement.")
+    answer_without_evidence: bool = Field(
+        True, description="With no sub-question answered, still let the Summarizer answer (from the model's "
+        "memory), as eq. (2) does; False: the answer is \"unknown\" (ours: an answer from outside the corpus is worse than none)."
+    )
     max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")

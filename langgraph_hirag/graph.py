@@ -79,7 +79,7 @@ from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus, base_title
 from langgraph_hirag.state import Attempt, HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
 from multihop_rag.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.graphs import dialogue_node, run_settings
+from multihop_rag.graphs import dialogue_node, run_settings, word_overlap
 from multihop_rag.metrics import normalize_answer
 from multihop_rag.structured import label_dialogue
 
@@ -91,6 +91,7 @@ __all__ = [
     "fallback_probability",
     "fallback_draw",
     "tied_titles",
+    "evidence_notes",
 ]
 
 ROLES = ("decomposer", "verifier", "answerer")
@@ -185,6 +186,20 @@ def _knowledge(profile: str, chunk: str) -> str:
     return profile if chunk.strip() in profile else f"{profile}\n{chunk}"
 
 
+def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
+    """What the Summarizer reads with ``summarize_reads_evidence``: each sub-question, its sub-answer and
+    the text it was found in, each text once."""
+    lines, shown = [], set()
+    for i, entry in enumerate(entries, 1):
+        lines.append(f"{i}. Sub-question: {entry['sub_question']}")
+        lines.append(f"   Answer: {entry['answer'] or 'not found'}")
+        knowledge = entry.get("knowledge", "")
+        if knowledge and knowledge not in shown:
+            shown.add(knowledge)
+            lines.append("   Found in: " + " ".join(knowledge.split()))
+    return "\n".join(lines)
+
+
 def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
     messages: list[BaseMessage] = [
         SystemMessage(prompts.DECOMPOSER.format(question=question)),
@@ -225,7 +240,7 @@ def _per_question_reset() -> dict[str, Any]:
         "reasoning": "",
         "answer": "",
         **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples")},
-        **{key: Overwrite(0) for key in ("truncated", "llm_calls")},
+        **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
 
 
@@ -252,10 +267,13 @@ def _add_retrieval_nodes(
                 answer = ""
         return answer, calls, cut
 
-    def judge(response: str, sub_question: str) -> Dialogue[str]:
+    def judge(response: str, sub_question: str, knowledge: str = "") -> Dialogue[str]:
         if is_unknown(response):
             return "no"
-        prompt = prompts.CAN_ANSWER.format(response=response, question=sub_question)
+        if knowledge and run_settings(default).verify_reads_chunk:
+            prompt = prompts.CAN_ANSWER_FROM.format(knowledge=knowledge, response=response, question=sub_question)
+        else:
+            prompt = prompts.CAN_ANSWER.format(response=response, question=sub_question)
         label = yield from label_dialogue(models["verifier"], prompt, ("yes", "no"), default="no")
         return label
 
@@ -319,7 +337,7 @@ def _add_retrieval_nodes(
         flagged: list[str] = []
         prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
         response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        verdict = yield from judge(response, sub_question)
+        verdict = yield from judge(response, sub_question, state["knowledge"])
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
         t = len(attempts) - 1  # rethink rounds done before this attempt
         draw = fallback_draw(settings.seed, state["question"], sub_question, t)
@@ -414,6 +432,7 @@ def _add_retrieval_nodes(
             "rewrite_hits": state.get("rewrite_hits", []),
             "answer": answer,
             "source": source,  # type: ignore[typeddict-item]
+            "knowledge": state.get("knowledge", "") if source in ("retrieval", "rewrite") else "",
         }
         return {"sub_questions": [state["current"]], "sub_answers": [answer], "trace": [entry]}
 
@@ -480,15 +499,29 @@ def hirag_state_graph(
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
         if normalize_answer(sub_question) in {normalize_answer(q) for q in asked}:
             return {"stop_reason": "repeated_sub_question", "llm_calls": calls, "copied_examples": flagged}
-        return {"current": sub_question, "stop_reason": "", "llm_calls": calls, "copied_examples": flagged}
+        restated = 0
+        if not asked and settings.ask_again_if_restated and word_overlap(sub_question, state["question"]) >= settings.restate_threshold:
+            again = [*messages, AIMessage(reply.text), HumanMessage(prompts.RESTATED_QUESTION_AGAIN)]
+            reply, calls, restated = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1, 1
+            simpler = "" if said_enough(reply.text) else first_line(reply)
+            if simpler and not names_example_entity(simpler, context):
+                sub_question = simpler
+        return {"current": sub_question, "stop_reason": "", "llm_calls": calls, "copied_examples": flagged, "restated": restated}
 
     def after_decompose(state: HiRAGState) -> Literal["extract_entity", "summarize"]:
         return "summarize" if state.get("stop_reason") else "extract_entity"
 
     def summarize(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        cap = run_settings(default).max_output_tokens
-        known = " ".join(a for a in state.get("sub_answers", []) if a) or "None"
-        prompt = prompts.SUMMARIZE.format(question=state["question"], known=known)
+        settings = run_settings(default)
+        cap = settings.max_output_tokens
+        entries = state.get("trace", [])
+        if not settings.answer_without_evidence and not any(e["answer"] for e in entries):
+            return {"reasoning": "No sub-question was answered from the corpus.", "answer": "unknown"}
+        if settings.summarize_reads_evidence:
+            prompt = prompts.SUMMARIZE_WITH_EVIDENCE.format(question=state["question"], known=evidence_notes(entries))
+        else:
+            known = " ".join(a for a in state.get("sub_answers", []) if a) or "None"
+            prompt = prompts.SUMMARIZE.format(question=state["question"], known=known)
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
         extract = prompts.EXTRACT_ANSWER.format(response=final_line(reasoning) or reasoning.text, question=state["question"])
         reply = yield Call(models["answerer"], extract, max_tokens=cap, stop=LINE)

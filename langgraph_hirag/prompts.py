@@ -124,6 +124,24 @@ Question: {question}
 Output:"""
 """The Filter's Verify step (§4.4): can the sub-question be solved with what was retrieved?"""
 
+CAN_ANSWER_FROM = """Based on the known information, tell me whether the response answers the question and is supported by the known information. Your answer must be yes or no.
+
+Known information: The Quern Viaduct crosses the Lisk. It was designed by Odile Brask in 1911.
+Response: The Quern Viaduct was designed by Tamsin Vole.
+Question: Who designed the Quern Viaduct?
+Output: no
+
+Known information: The Quern Viaduct crosses the Lisk. It was designed by Odile Brask in 1911.
+Response: The Quern Viaduct was designed by Odile Brask.
+Question: Who designed the Quern Viaduct?
+Output: yes
+
+Known information: {knowledge}
+Response: {response}
+Question: {question}
+Output:"""
+"""The Filter's Verify step grounded in the chunk (Algorithm 1, line 25 passes c_s; ``verify_reads_chunk``)."""
+
 INTERNAL_ANSWER = """Answer the question from your own knowledge in one sentence. If you do not know, say "I don't know".
 
 Question: {question}
@@ -147,6 +165,21 @@ Question: {question}
 Known information: {known}
 Analysis:"""
 """The Summarizer, o = Summarizer({a_1 … a_mt}, x) of eq. (2)."""
+
+SUMMARIZE_WITH_EVIDENCE = """Answer the question with the known information. First analyse the question and the known information step by step, then give the answer on a last line that starts with "Answer:". If the known information does not contain the answer, write "Answer: unknown".
+
+Question: {question}
+Known information:
+{known}
+Analysis:"""
+"""Ours (``summarize_reads_evidence``): the Summarizer reads each sub-question with its sub-answer and the
+chunks it was found in, where eq. (2) gives it the sub-answers alone."""
+
+RESTATED_QUESTION_AGAIN = (
+    "That repeats the whole question. Ask a simpler question about one person, place or thing it names, "
+    "whose answer helps to answer it."
+)
+"""Ours: asked once when the first sub-question restates the question (``ask_again_if_restated``)."""
 
 EXTRACT_ANSWER = """Based on the input and the question, give the answer. Answers should be concise and contain only the corresponding keywords.
 

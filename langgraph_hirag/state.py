@@ -45,6 +45,8 @@ class SubQuestionTrace(TypedDict):
     """Ids of the chunks the rewritten sub-question retrieved from the whole corpus (its evidence)."""
     answer: str
     source: Literal["retrieval", "internal", "rewrite", "gave_up"]
+    knowledge: str
+    """The chunk (with its profile) or the rewrite's chunks the answer was found in; "" for internal or gave up."""
 
 
 class HiRAGInput(TypedDict):
@@ -74,6 +76,8 @@ class HiRAGOutput(TypedDict, total=False):
     first_question: str
     """How the first sub-question came: ``decomposer``, or ``question`` when the Decomposer would not
     ask one (twice) and the question itself was retrieved for."""
+    restated: Annotated[int, operator.add]
+    """First sub-questions that restated the question and were asked again (0 or 1; sum)."""
     copied_examples: Annotated[list[str], operator.add]
     """Answers equal to a prompt example's answer, and sub-questions naming an example's made-up entity
     (each asked again once; dropped if copied again) (append)."""

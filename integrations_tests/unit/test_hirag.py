@@ -102,6 +102,10 @@ class Script:
         if prompt.startswith("Based on the response and the question"):
             self._log("judge", prompt)
             return "yes"
+        if prompt.startswith("Based on the known information"):
+            self._log("grounded_judge", prompt)
+            knowledge = prompt.rsplit("Known information: ", 1)[1].split("\nResponse: ")[0]
+            return "yes" if last_field(prompt, "Response").rstrip(".").split()[-1] in knowledge else "no"
         if prompt.startswith("Answer the question from your own knowledge"):
             self._log("internal", prompt)
             return self.internal
@@ -661,3 +665,63 @@ def test_update_reindexes_only_changed_titles(tmp_path):
     built.persist(tmp_path)
     again = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024))
     assert again.chunk_ids == built.chunk_ids and [d.title for d in again.documents] == [d.title for d in built.documents]
+
+
+# --- departures from the paper, each one setting away ----------------------------------------------
+
+
+def test_the_paper_defaults_keep_eq_6_and_eq_2_as_they_were():
+    config = HiRAGConfig()
+    assert (config.verify_reads_chunk, config.summarize_reads_evidence, config.ask_again_if_restated) == (False, False, False)
+    assert config.answer_without_evidence and config.rewrite_top_k == 1
+
+
+def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold(corpus):
+    wrong = {
+        "Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard."),
+        # read fluently from the chunk about his birth, but the chunk does not say Estmark
+        "Where was Tomas Halvard born?": ("born in Dunmere", "Tomas Halvard was born in Estmark."),
+    }
+    script = Script(facts=wrong)
+    state = run(corpus, script, th1=2, verify_reads_chunk=True)
+    assert "judge" not in script.calls and script.calls.count("grounded_judge") >= 2
+    first = script.prompts["grounded_judge"][0]
+    assert "designed by Tomas Halvard and opened in 1871" in first.rsplit("Known information: ", 1)[1]
+    assert state["trace"][0]["source"] == "retrieval"
+    assert state["trace"][1]["source"] != "retrieval"  # never verified: rethink went on
+    assert not any(a["verified"] for a in state["trace"][1]["attempts"])
+    # the ungrounded Filter of eq. (6) lets the same wrong answer through
+    plain = run(corpus, Script(facts=wrong), th1=2)
+    assert plain["sub_answers"][1] == "Tomas Halvard was born in Estmark."
+
+
+def test_the_summarizer_reads_pairs_and_the_chunks_they_came_from(corpus):
+    script = Script()
+    run(corpus, script, th1=2, summarize_reads_evidence=True)
+    prompt = script.prompts["summarize"][0]
+    assert "1. Sub-question: Who designed the Kesh Bridge?" in prompt
+    assert "Answer: The Kesh Bridge was designed by Tomas Halvard." in prompt
+    assert "Found in: " in prompt and "designed by Tomas Halvard and opened in 1871" in prompt
+    assert "2. Sub-question: Where was Tomas Halvard born?" in prompt and "born in Dunmere in 1820" in prompt
+    # without it, eq. (2): the sub-answers alone
+    plain = Script()
+    run(corpus, plain, th1=2)
+    assert "opened in 1871" not in plain.prompts["summarize"][0]
+
+
+def test_a_restated_first_sub_question_is_asked_again_once(corpus):
+    script = Script(sub_questions=(QUESTION.replace("?", " ?"), "Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"))
+    state = run(corpus, script, th1=2, ask_again_if_restated=True)
+    assert state["restated"] == 1
+    assert state["sub_questions"] == ["Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"]
+    assert prompts.RESTATED_QUESTION_AGAIN in script.prompts["decompose"][1]
+    assert state["answer"] == "Dunmere"
+
+
+def test_with_no_evidence_at_all_the_answer_is_unknown_not_the_models_memory(corpus):
+    script = Script(sub_questions=("Who painted the Orrin murals?",), entities={"Who painted the Orrin murals?": "Orrin murals"},
+                    facts={}, internal="I don't know")
+    state = run(corpus, script, answer_without_evidence=False)
+    assert state["answer"] == "unknown" and "summarize" not in script.calls
+    assert run(corpus, Script(sub_questions=("Who painted the Orrin murals?",),
+                              entities={"Who painted the Orrin murals?": "Orrin murals"}, facts={}))["answer"] == "Dunmere"

@@ -259,3 +259,29 @@ def test_combined_memory_format():
     assert combined_memory([], []) == "None"
     text = combined_memory(["a"], [{"sub_question": "q", "answer": "b"}])
     assert text == "[Global evidence memory]\n- a\n[Local pathway memory]\n- Sub-question: q Answer: b"
+
+
+def test_the_generator_reads_the_memory_only_by_default_as_table_1_has_it():
+    model = ScriptedChatModel(Script(judge=("Yes",)))
+    build_resp_graph(model, retriever(), config=ReSPConfig()).invoke({"question": QUESTION})
+    assert "[Retrieved documents]" not in model.prompts[-1] and "born in Dunmere" not in model.prompts[-1]
+
+
+def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_rank_order():
+    model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
+    build_resp_graph(model, retriever(), config=ReSPConfig(reader_tokens=1000)).invoke({"question": QUESTION})
+    prompt = model.prompts[-1]
+    assert prompt.startswith("Answer the question based on the given reference")
+    assert prompt.index("[Global evidence memory]") < prompt.index("[Retrieved documents]") < prompt.index("Question:")
+    # round 1 retrieved kesh, halvard; round 2 halvard again (once) — each document once, in order
+    assert prompt.count("Tomas Halvard was born in Dunmere.") == 1
+    assert prompt.index("Doc 1(Title: Kesh Bridge)") < prompt.index("Doc 2(Title: Tomas Halvard)")
+
+
+def test_the_reading_list_keeps_whole_documents_within_the_budget():
+    from langchain_resp.graph import reading_list
+
+    docs = [{"id": str(i), "title": f"T{i}", "text": "word " * 50} for i in range(5)]
+    listed = reading_list(docs + docs[:2], budget=130)
+    assert [d["id"] for d in listed] == ["0", "1"]  # two of ~60 tokens fit 130; the third would not; repeats dropped
+    assert reading_list(docs, budget=0) == []
