@@ -42,8 +42,8 @@ from pydantic import Field, PrivateAttr
 
 from multihop_rag import bundled
 from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
-from multihop_rag.calls import ContextOverflowError
 from multihop_rag.endpoints import EndpointError, EndpointPool, api_key, check_endpoint, parse_openai_spec
+from multihop_rag.errors import ContextOverflowError
 from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
 from multihop_rag.text import count_tokens
 
@@ -153,7 +153,7 @@ class OllamaLLM(Ollama):
     - Per-call ``max_tokens`` and ``stop`` reach the server (as ``num_predict`` and ``stop``; the
       base class sends only its own options).
     - A prompt that does not fit ``context_window`` (Ollama's ``num_ctx``) raises
-      :class:`~multihop_rag.calls.ContextOverflowError` instead of being cut silently by the server:
+      :class:`~multihop_rag.errors.ContextOverflowError` instead of being cut silently by the server:
       before sending (estimated with tiktoken) and after (the server counted a full window).
     - ``digest``: the model's digest on the server, part of LLM-call cache keys.
     - One async client per event loop: an HTTP connection belongs to the loop that opened it, and the

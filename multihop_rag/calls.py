@@ -28,6 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 
+from multihop_rag.errors import ContextOverflowError
+
 __all__ = [
     "AnyLLM",
     "ContextOverflowError",
@@ -49,10 +51,6 @@ AnyLLM = LLM | BaseChatModel
 T = TypeVar("T")
 
 _THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)\s*", re.DOTALL | re.IGNORECASE)
-
-
-class ContextOverflowError(ValueError):
-    """A prompt does not fit the model's context window (and would be cut, or refused, by the server)."""
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:

@@ -415,8 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from multihop_rag.backends import BackendError
-    from multihop_rag.calls import ContextOverflowError
     from multihop_rag.corpus import CorpusError
+    from multihop_rag.errors import ContextOverflowError
     from multihop_rag.registry import MethodError
     from multihop_rag.stores import StoreError
 

@@ -40,7 +40,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field
 
-from multihop_rag.calls import ContextOverflowError
+from multihop_rag.errors import ContextOverflowError
 from multihop_rag.llamacpp_grammar import GreedyGrammar
 
 __all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama", "count_model_tokens"]
