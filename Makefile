@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 PYTEST := $(BIN)/python -m pytest
 PACKAGES := multihop_rag llama_index_sirerag llama_index_k2rag llama_index_garlic langchain_resp langgraph_hirag
-LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES)
+LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES) && $(BIN)/lint-imports
 
 .PHONY: setup demo test test-unit test-integration test-slow lint bench cookbooks lock clean
 

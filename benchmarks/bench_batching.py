@@ -31,9 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llama_index_sirerag import SiReRAGIndex  # noqa: E402
-from multihop_rag import bundled  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
+from multihop_rag.serving import bundled  # noqa: E402
 
 CONTEXT_PER_SLOT = 4096
 

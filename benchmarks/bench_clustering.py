@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from multihop_rag.clustering import ClusterConfig, cluster
+from multihop_rag.indexing.clustering import ClusterConfig, cluster
 
 
 def main() -> None:

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from integrations_tests.openai_stub import SlotServer  # noqa: E402
 from llama_index_garlic.method import GarlicSettings, attention_for  # noqa: E402
-from multihop_rag import registry  # noqa: E402
+from multihop_rag.app import registry  # noqa: E402
+from multihop_rag.app.speed import measure_speed  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
-from multihop_rag.estimate import measure_speed  # noqa: E402
-from multihop_rag.methods import Models  # noqa: E402
+from multihop_rag.method import Models  # noqa: E402
 
 
 def ratio(estimated: float, real: float) -> str:

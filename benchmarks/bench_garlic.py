@@ -35,8 +35,8 @@ from llama_index_garlic import (  # noqa: E402
 from llama_index_garlic.search import LLMController  # noqa: E402
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex  # noqa: E402
 from multihop_rag.backends import llama_index_embedding, llama_index_llm, resolve_llm_spec  # noqa: E402
-from multihop_rag.cache import cached_llm  # noqa: E402
 from multihop_rag.corpus import load_dataset  # noqa: E402
+from multihop_rag.llm.cache import cached_llm  # noqa: E402
 from multihop_rag.metrics import answer_recall_at_k, exact_match, f1_score, format_ci, rouge_l  # noqa: E402
 
 

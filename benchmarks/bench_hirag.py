@@ -26,10 +26,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph  # noqa: E402
+from multihop_rag.app.naive import ANSWER_PROMPT  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
 from multihop_rag.metrics import exact_match, format_ci, precision_recall_f1  # noqa: E402
-from multihop_rag.naive import ANSWER_PROMPT  # noqa: E402
 
 DIRECT_PROMPT = "Answer the question in as few words as possible.\nQuestion: {question}\nAnswer:"
 """Direct answering (Table 2's "Direct" row): the model's own knowledge, no retrieval."""

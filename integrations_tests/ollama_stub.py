@@ -172,7 +172,7 @@ class OllamaStub(_OllamaServer):
         return {"model": model, "embeddings": [v.tolist() for v in vectors]}
 
     def reply(self, body: dict[str, Any], stream: Callable[[str], None] | None) -> StubReply:
-        from multihop_rag.llamacpp import _constraint, load_llama
+        from multihop_rag.serving.llamacpp import _constraint, load_llama
 
         options = body.get("options") or {}
         llama, lock = load_llama(self.llm_models[body["model"].removesuffix(":latest")], int(options.get("num_ctx") or 4096))

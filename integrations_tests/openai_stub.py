@@ -19,7 +19,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from integrations_tests.http_stub import JSONHandler
-from multihop_rag.text import count_tokens
+from multihop_rag.indexing.text import count_tokens
 
 __all__ = ["SlotServer", "stand_in_reply"]
 

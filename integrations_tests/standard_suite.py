@@ -1,6 +1,6 @@
 """What LangChain's standard chat-model suites need to know about ``LlamaCppChatModel``."""
 
-from multihop_rag.llamacpp import LlamaCppChatModel
+from multihop_rag.serving.llamacpp import LlamaCppChatModel
 
 
 class LlamaCppSuiteMixin:

@@ -17,7 +17,7 @@ Algorithm 1 of the paper, node by node::
   answer counts as No and is counted in ``judge_failures``.
 - ``plan``: the next sub-question (Algorithm 1 line 10: "distinct from previously retrieved
   sub-questions"). A plan that repeats or paraphrases the question or an earlier sub-question
-  (:func:`~multihop_rag.graphs.repeated`, ``repeat_threshold``) leads to one re-plan that names the
+  (:func:`~multihop_rag.frameworks.langgraph.repeated`, ``repeat_threshold``) leads to one re-plan that names the
   repetition and asks which entity of the known information is missing; the next round retrieves
   for "What is known about <it>?" (``prompts.REPLAN``, ours). Only a second repeat — no name, or
   one already looked up — ends the loop (``stop_reason = "repeated_sub_question"``). The paper has no
@@ -48,10 +48,10 @@ from langgraph.types import Checkpointer, Overwrite
 from langchain_resp import prompts
 from langchain_resp.config import ReSPConfig
 from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
-from multihop_rag.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.graphs import dialogue_node, repeated, run_settings
-from multihop_rag.structured import StructuredStats, label_dialogue
-from multihop_rag.text import complete_sentences, count_tokens
+from multihop_rag.frameworks.langgraph import dialogue_node, repeated, run_settings
+from multihop_rag.indexing.text import complete_sentences, count_tokens
+from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.llm.structured import StructuredStats, label_dialogue
 
 __all__ = ["ROLES", "combined_memory", "reading_list", "resp_state_graph", "build_resp_graph"]
 

@@ -21,10 +21,11 @@ from pydantic import BaseModel
 from langchain_resp.config import ReSPConfig
 from langchain_resp.graph import build_resp_graph
 from multihop_rag.corpus import Passage
-from multihop_rag.graphs import stream_run
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
-from multihop_rag.persistence import prepare_folder, read_manifest, write_manifest
-from multihop_rag.stores import StoreError, langchain_chroma, lc_delete_ids, lc_stored_ids
+from multihop_rag.errors import StoreError
+from multihop_rag.frameworks.langgraph import stream_run
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.stores import langchain_chroma, lc_delete_ids, lc_stored_ids
 
 __all__ = ["ReSPMethod", "ReSPIndex", "METHOD", "trace_event"]
 

@@ -35,17 +35,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.vectorstores import VectorStore
 from tqdm.auto import tqdm
 
-from multihop_rag.corpus import CorpusError, Passage
-from multihop_rag.persistence import read_manifest, write_manifest
+from multihop_rag.corpus import Passage
+from multihop_rag.errors import CorpusError, StoreError
+from multihop_rag.indexing.persistence import read_manifest, write_manifest
+from multihop_rag.indexing.text import chunk_tokens
 from multihop_rag.stores import (
-    StoreError,
     copy_langchain_chroma,
     langchain_chroma,
     lc_delete_ids,
     lc_metadata_filter,
     lc_stored_ids,
 )
-from multihop_rag.text import chunk_tokens
 
 __all__ = ["HierarchicalCorpus", "TitledDocument", "base_title"]
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.documents import Document
@@ -78,10 +78,10 @@ from langgraph_hirag import prompts
 from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus, base_title
 from langgraph_hirag.state import Attempt, HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
-from multihop_rag.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.graphs import dialogue_node, run_settings, word_overlap
+from multihop_rag.frameworks.langgraph import dialogue_node, run_settings, word_overlap
+from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.llm.structured import label_dialogue
 from multihop_rag.metrics import normalize_answer
-from multihop_rag.structured import label_dialogue
 
 __all__ = [
     "ROLES",
@@ -253,7 +253,7 @@ def _add_retrieval_nodes(
     def ask(role: str, prompt: str | list[BaseMessage], stop: list[str]) -> Call:
         return Call(models[role], prompt, max_tokens=run_settings(default).max_output_tokens, stop=stop)
 
-    def answer_once(prompt: str, stop: list[str], read, flagged: list[str]) -> Dialogue[tuple[str, int, int]]:
+    def answer_once(prompt: str, stop: list[str], read: Callable[[Reply], str], flagged: list[str]) -> Dialogue[tuple[str, int, int]]:
         """Ask the answerer; an answer copied from an example is flagged and asked again once (a second
         copy is dropped). Returns (answer, calls, truncated replies)."""
         reply = yield ask("answerer", prompt, stop)

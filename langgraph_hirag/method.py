@@ -18,9 +18,9 @@ from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import FORMAT_VERSION, HierarchicalCorpus
 from langgraph_hirag.graph import build_hirag_graph, copies_example
 from multihop_rag.corpus import Passage
-from multihop_rag.graphs import stream_run
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
-from multihop_rag.persistence import prepare_folder, read_manifest
+from multihop_rag.frameworks.langgraph import stream_run
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["HiRAGMethod", "HiRAGIndex", "METHOD", "trace_event"]
 

@@ -15,7 +15,7 @@ accumulation Appendix B.1 describes. The result is the same as averaging ``outpu
 
 Models load offline from a local directory, a ``.gguf`` file (``gguf_file=``, dequantized by
 transformers; needs ``accelerate`` and ``gguf``, the ``transformers`` extra) or the alias of a
-bundled GGUF (:mod:`multihop_rag.bundled`). Dequantizing a GGUF takes tens of seconds
+bundled GGUF (:mod:`multihop_rag.serving.bundled`). Dequantizing a GGUF takes tens of seconds
 (transformers cannot save the result, so every load pays it): load once per process and pass the
 object around.
 """
@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from llama_index_garlic import prompts
-from multihop_rag import bundled
+from multihop_rag.serving import bundled
 
 __all__ = ["AttentionModel", "TransformersAttention", "AttentionSession", "load_attention_model"]
 
@@ -129,7 +129,7 @@ class TransformersAttention:
         """Collect the head-averaged attention of query positions ``rows``, summed over layers."""
         acc: dict[str, Any] = {"sum": None, "layers": 0}
 
-        def hook(_module, _args, output):
+        def hook(_module: Any, _args: Any, output: Any) -> None:
             weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
             if weights is None:
                 raise RuntimeError("the attention module returned no weights: eager attention is required")

@@ -46,8 +46,8 @@ from llama_index_garlic import prompts
 from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph, node_id, normalize_edges
-from multihop_rag.calls import Call, call
-from multihop_rag.text import count_tokens, split_sentences
+from multihop_rag.indexing.text import count_tokens, split_sentences
+from multihop_rag.llm.calls import Call, call
 
 __all__ = ["BuildReport", "chunk_documents", "make_batches", "parse_information_points", "build_graph"]
 

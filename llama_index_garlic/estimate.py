@@ -17,7 +17,7 @@ from llama_index_garlic.build import chunk_documents, make_batches
 from llama_index_garlic.config import GarlicConfig
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate, StageEstimate
-from multihop_rag.text import count_tokens
+from multihop_rag.indexing.text import count_tokens
 
 REPLY_FILL = 0.87
 

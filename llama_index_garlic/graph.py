@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -141,7 +142,7 @@ class SummaryGraph:
         q = q / (np.linalg.norm(q) or 1.0)
         return self.embeddings @ q
 
-    def to_networkx(self):
+    def to_networkx(self) -> Any:
         """The graph as a ``networkx.DiGraph`` (node attributes: text, level; edge attribute: weight)."""
         import networkx as nx
 

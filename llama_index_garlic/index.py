@@ -37,12 +37,13 @@ from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph
 from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
-from multihop_rag.cache import LLMCache, cached_llm
-from multihop_rag.concurrency import default_concurrency
-from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
-from multihop_rag.stores import StoreError, chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
-from multihop_rag.structured import StructuredStats
-from multihop_rag.usage import Stages, Usage
+from multihop_rag.errors import IndexFolderError, StoreError
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.llm.cache import LLMCache, cached_llm
+from multihop_rag.llm.structured import StructuredStats
+from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.serving.profile import default_concurrency
+from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
 
 __all__ = ["GarlicIndex", "GarlicStruct"]
 

@@ -21,7 +21,8 @@ from llama_index_garlic.index import GarlicIndex
 from llama_index_garlic.query_engine import source_nodes
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.frameworks.langchain import LlamaIndexRetriever
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["GarlicSettings", "GarlicMethod", "GarlicAnswerer", "METHOD"]
 
@@ -103,8 +104,6 @@ class GarlicAnswerer:
         return self.index.stats()
 
     def as_langchain_retriever(self, k: int = 5) -> Any:
-        from multihop_rag.retrievers import LlamaIndexRetriever
-
         return LlamaIndexRetriever(index=_Visited(self.index), k=k)
 
 

@@ -37,8 +37,8 @@ from llama_index.core.llms.llm import LLM
 from llama_index_garlic import prompts
 from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.graph import SummaryGraph, next_node_scores, position_weighted
-from multihop_rag.structured import StructuredStats, generate_label
-from multihop_rag.text import count_tokens
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.structured import StructuredStats, generate_label
 
 __all__ = ["Controller", "LLMController", "SearchResult", "graph_search"]
 

@@ -16,7 +16,7 @@ from llama_index_k2rag import prompts
 from llama_index_k2rag.config import K2RAGConfig
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate, StageEstimate
-from multihop_rag.text import chunk_tokens, count_tokens
+from multihop_rag.indexing.text import chunk_tokens, count_tokens
 
 SUMMARY_RATIO = 0.6
 KG_REPLY_TOKENS = 150

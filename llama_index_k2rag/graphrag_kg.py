@@ -3,7 +3,7 @@
 Driven through GraphRAG's Python API (``graphrag.api.build_index`` / ``local_search``) with a
 configuration written in code, no ``settings.yaml``:
 
-- chat model: any OpenAI-compatible endpoint (:class:`multihop_rag.llamacpp_server.OpenAIEndpoint`)
+- chat model: any OpenAI-compatible endpoint (:class:`multihop_rag.serving.llamacpp_server.OpenAIEndpoint`)
   — Ollama's ``/v1`` or llama.cpp's server started for the embedded model;
 - embeddings: the index's own LlamaIndex embedding model, registered with ``graphrag_llm`` as
   an in-process embedding type, so the graph's vector search uses the same vectors as the rest;
@@ -33,9 +33,9 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import TextNode
 from tqdm.auto import tqdm
 
-from multihop_rag import bundled
-from multihop_rag.aio import run_sync
-from multihop_rag.llamacpp_server import RECORD_DELIMITER_FIELD, LlamaCppServer, OpenAIEndpoint
+from multihop_rag.llm.aio import run_sync
+from multihop_rag.serving import bundled
+from multihop_rag.serving.llamacpp_server import RECORD_DELIMITER_FIELD, LlamaCppServer, OpenAIEndpoint
 
 __all__ = ["GraphRAGKG"]
 
@@ -239,7 +239,7 @@ class GraphRAGKG:
     ) -> None:
         """Args:
         root: GraphRAG's project folder.
-        endpoint: the chat model (see :func:`multihop_rag.llamacpp_server.openai_endpoint`).
+        endpoint: the chat model (see :func:`multihop_rag.serving.llamacpp_server.openai_endpoint`).
         server: a llama.cpp server to keep alive as long as this graph (it serves ``endpoint``).
         context_tokens: the chat model's window; GraphRAG's prompt budgets are set to half of it.
         community_level, response_type: GraphRAG's local-search defaults.

@@ -35,7 +35,7 @@ from multihop_rag.stores import stored_embeddings
 __all__ = ["SparseStore", "HybridRetriever", "hybrid_score"]
 
 
-def hybrid_score(dense_cosine: np.ndarray | float, sparse_cosine: np.ndarray | float, alpha: float):
+def hybrid_score(dense_cosine: np.ndarray | float, sparse_cosine: np.ndarray | float, alpha: float) -> np.ndarray:
     """Eq. (4): λ·dense + (1-λ)·sparse."""
     return alpha * np.asarray(dense_cosine) + (1 - alpha) * np.asarray(sparse_cosine)
 

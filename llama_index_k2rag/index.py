@@ -42,17 +42,20 @@ from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_k2rag.config import K2RAGConfig
+from llama_index_k2rag.graphrag_kg import GraphRAGKG
 from llama_index_k2rag.hybrid import HybridRetriever, SparseStore
 from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG, UpdatableGraph
 from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQueryEngine
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
-from multihop_rag.cache import LLMCache, cached_llm
-from multihop_rag.concurrency import default_concurrency, map_bounded
-from multihop_rag.corpus import CorpusError
-from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
-from multihop_rag.stores import StoreError, chroma_vector_store, ensure_empty, stored_ids
-from multihop_rag.text import chunk_tokens, count_tokens
-from multihop_rag.usage import Stages, Usage
+from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.text import chunk_tokens, count_tokens
+from multihop_rag.llm.cache import LLMCache, cached_llm
+from multihop_rag.llm.concurrency import map_bounded
+from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.serving.llamacpp_server import openai_endpoint
+from multihop_rag.serving.profile import default_concurrency
+from multihop_rag.stores import chroma_vector_store, ensure_empty, stored_ids
 
 __all__ = ["K2RAGIndex", "K2RAGStruct"]
 
@@ -466,8 +469,6 @@ def _graphrag(
     **options: Any,
 ) -> KnowledgeGraph:
     """Build GraphRAG over ``nodes`` (or open the one in ``folder``) behind ``llm``'s OpenAI-compatible endpoint."""
-    from llama_index_k2rag.graphrag_kg import GraphRAGKG
-    from multihop_rag.llamacpp_server import openai_endpoint
 
     endpoint, server = openai_endpoint(llm)
     options.setdefault("context_tokens", int(getattr(llm.metadata, "context_window", 8192)))

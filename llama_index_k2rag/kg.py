@@ -21,7 +21,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from multihop_rag.aio import call_sync
+from multihop_rag.llm.aio import call_sync
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
 

@@ -20,7 +20,8 @@ from llama_index_k2rag.estimate import estimate
 from llama_index_k2rag.index import K2RAGIndex
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.frameworks.langchain import LlamaIndexRetriever
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["K2RAGMethod", "K2RAGAnswerer", "METHOD", "evidence"]
 
@@ -76,8 +77,6 @@ class K2RAGAnswerer:
         return self.index.stats()
 
     def as_langchain_retriever(self, k: int = 5) -> Any:
-        from multihop_rag.retrievers import LlamaIndexRetriever
-
         return LlamaIndexRetriever(index=_Hybrid(self.index), k=k)
 
 

@@ -30,7 +30,7 @@ from llama_index_k2rag import prompts
 from llama_index_k2rag.hybrid import HybridRetriever
 from llama_index_k2rag.kg import KnowledgeGraph
 from llama_index_k2rag.summarizers import Summarizer
-from multihop_rag.text import chunk_tokens
+from multihop_rag.indexing.text import chunk_tokens
 
 __all__ = ["K2RAGQueryEngine", "NaiveQueryEngine", "PIPELINES"]
 

@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from llama_index.core.llms.llm import LLM
 
 from llama_index_k2rag import prompts
-from multihop_rag.calls import Call, call
-from multihop_rag.text import chunk_tokens, complete_sentences, count_tokens
+from multihop_rag.indexing.text import chunk_tokens, complete_sentences, count_tokens
+from multihop_rag.llm.calls import Call, call
 
 __all__ = ["Summarizer", "LLMSummarizer", "Seq2SeqSummarizer", "NoSummarizer", "make_summarizer"]
 

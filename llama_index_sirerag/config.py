@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from multihop_rag.clustering import ClusterConfig
+from multihop_rag.indexing.clustering import ClusterConfig
 
 
 class SiReRAGConfig(BaseModel):

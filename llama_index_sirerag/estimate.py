@@ -18,8 +18,8 @@ from llama_index_sirerag.index import split_chunks
 from llama_index_sirerag.propositions import facts_schema
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate, StageEstimate, summary_levels
-from multihop_rag.structured import schema_token_budget
-from multihop_rag.text import count_tokens
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.structured import schema_token_budget
 
 FAN_IN = 7.5
 OVERLAP = 1.15

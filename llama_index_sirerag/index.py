@@ -56,14 +56,16 @@ from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import Proposition, entity_key, extract_propositions, group_aggregates
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
-from multihop_rag.cache import LLMCache, cached_llm
-from multihop_rag.clustering import cluster
-from multihop_rag.concurrency import CallLimit, default_concurrency, side_by_side
-from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
-from multihop_rag.stores import StoreError, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
-from multihop_rag.structured import StructuredStats
-from multihop_rag.text import count_tokens
-from multihop_rag.usage import Stages, Usage
+from multihop_rag.errors import IndexFolderError, StoreError
+from multihop_rag.indexing.clustering import cluster
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.cache import LLMCache, cached_llm
+from multihop_rag.llm.concurrency import CallLimit, side_by_side
+from multihop_rag.llm.structured import StructuredStats
+from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.serving.profile import default_concurrency
+from multihop_rag.stores import chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 
 __all__ = ["SiReRAGIndex", "SiReRAGStruct"]
 

@@ -21,7 +21,7 @@ from llama_index_sirerag.estimate import estimate
 from llama_index_sirerag.index import SiReRAGIndex
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["SiReRAGMethod", "SiReRAGAnswerer", "SIRERAG", "RAPTOR", "evidence"]
 

@@ -14,13 +14,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field, create_model
 
 from llama_index_sirerag import prompts
-from multihop_rag.concurrency import map_bounded
-from multihop_rag.structured import StructuredStats, generate_json
+from multihop_rag.llm.concurrency import map_bounded
+from multihop_rag.llm.structured import StructuredStats, generate_json
 
 __all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
 
@@ -97,7 +98,7 @@ def extract_propositions(
         if i and chunks[i - 1][1] == doc_id:
             previous_in_doc[chunk_id] = chunks[i - 1][2]
 
-    def one(item: tuple[int, tuple[str, str, str]]):
+    def one(item: tuple[int, tuple[str, str, str]]) -> Any:
         index, (chunk_id, _, text) = item
         if coreference_rewrite:
             text = _rewrite(llm, previous_in_doc.get(chunk_id, ""), text)

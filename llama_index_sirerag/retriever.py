@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.vector_store import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
-from multihop_rag.retrievers import LlamaIndexRetriever
+from multihop_rag.frameworks.langchain import LlamaIndexRetriever
 
 __all__ = ["SiReRAGRetriever"]
 
@@ -25,15 +27,15 @@ class SiReRAGRetriever(BaseRetriever):
         similarity_top_k: int = 20,
         tree: str | None = None,
         kind: str | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._index = index
         self.similarity_top_k = similarity_top_k
         self.tree = tree
         self.kind = kind
 
-    def _inner(self, k: int | None = None):
+    def _inner(self, k: int | None = None) -> BaseRetriever:
         wanted = [MetadataFilter(key=key, value=value) for key, value in (("tree", self.tree), ("kind", self.kind)) if value]
         filters = MetadataFilters(filters=wanted) if wanted else None
         return self._index.as_retriever(similarity_top_k=k or self.similarity_top_k, filters=filters)

@@ -34,9 +34,9 @@ from llama_index.core.response_synthesizers import ResponseMode
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_sirerag.prompts import SUMMARY_QUERY
-from multihop_rag.clustering import ClusterConfig, cluster
-from multihop_rag.concurrency import CallLimit, map_bounded
-from multihop_rag.text import count_tokens
+from multihop_rag.indexing.clustering import ClusterConfig, cluster
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.concurrency import CallLimit, map_bounded
 
 __all__ = ["TreeNode", "TreeBuilder", "node_id", "tree_stats"]
 

@@ -3,9 +3,9 @@
 A spec is a string:
 
 - ``ollama:<model>``: a running Ollama server (``OLLAMA_HOST``, default 127.0.0.1:11434);
-- ``llamacpp:<alias or path.gguf>``: a GGUF model run in-process (aliases: :mod:`multihop_rag.bundled`);
+- ``llamacpp:<alias or path.gguf>``: a GGUF model run in-process (aliases: :mod:`multihop_rag.serving.bundled`);
 - ``openai:<model>@<url>[,<url>…]``: any OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio),
-  one host or a pool of them (:mod:`multihop_rag.endpoints`);
+  one host or a pool of them (:mod:`multihop_rag.serving.endpoints`);
 - for embeddings ``st:<alias or path>`` (sentence-transformers) or ``ollama:<model>``.
 
 With no spec, ``$MULTIHOP_RAG_LLM`` / ``$MULTIHOP_RAG_EMBED`` decide; failing those, Ollama is used
@@ -40,15 +40,14 @@ from llama_index.llms.ollama import Ollama
 from ollama import AsyncClient
 from pydantic import Field, PrivateAttr
 
-from multihop_rag import bundled
-from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
-from multihop_rag.endpoints import EndpointError, EndpointPool, api_key, check_endpoint, parse_openai_spec
-from multihop_rag.errors import ContextOverflowError
-from multihop_rag.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
-from multihop_rag.text import count_tokens
+from multihop_rag.errors import BackendError, BundledModelMissing, ContextOverflowError, EndpointError
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.cache import CachedLLM, LLMCache, SQLiteChatCache, file_digest
+from multihop_rag.serving import bundled
+from multihop_rag.serving.endpoints import EndpointPool, api_key, check_endpoint, parse_openai_spec
+from multihop_rag.serving.llamacpp import DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, LlamaCppChatModel, LlamaCppLLM
 
 __all__ = [
-    "BackendError",
     "Spec",
     "DEFAULT_OLLAMA_LLM",
     "DEFAULT_OLLAMA_EMBED",
@@ -69,9 +68,6 @@ DEFAULT_OLLAMA_LLM = "qwen2.5:7b-instruct"
 DEFAULT_OLLAMA_EMBED = "nomic-embed-text"
 DEFAULT_TEMPERATURE = 0.0
 
-
-class BackendError(RuntimeError):
-    """A model backend cannot be used; the message says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +295,7 @@ def _gguf(name: str) -> str:
         return str(path)
     try:
         return str(bundled.gguf_path(name))
-    except bundled.BundledModelMissing as exc:
+    except BundledModelMissing as exc:
         raise BackendError(str(exc)) from None
 
 
@@ -309,7 +305,7 @@ def _st_path(name: str) -> str:
     if name in bundled.BUNDLED_EMBEDDINGS:
         try:
             return str(bundled.embedding_path(name))
-        except bundled.BundledModelMissing as exc:
+        except BundledModelMissing as exc:
             raise BackendError(str(exc)) from None
     path = Path(name).expanduser()
     if not path.is_dir():

@@ -19,8 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from multihop_rag.errors import CorpusError
+
 __all__ = [
-    "CorpusError",
     "Passage",
     "Question",
     "LoadReport",
@@ -39,9 +40,6 @@ DATASETS = ("musique", "hotpotqa", "2wikimultihopqa", "bamboogle", "multihoprag"
 TEXT_SUFFIXES = (".txt", ".md")
 
 
-class CorpusError(ValueError):
-    """The corpus or dataset cannot be loaded; the message says why."""
-
 
 @dataclass(frozen=True)
 class Passage:
@@ -51,13 +49,13 @@ class Passage:
     title: str
     text: str
 
-    def to_llama_index(self):
+    def to_llama_index(self) -> Any:
         """A LlamaIndex ``Document`` (``id_`` = passage id, title in metadata)."""
         from llama_index.core import Document
 
         return Document(id_=self.id, text=self.text, metadata={"title": self.title, "passage_id": self.id})
 
-    def to_langchain(self):
+    def to_langchain(self) -> Any:
         """A LangChain ``Document`` (id and title in metadata, ``id`` set)."""
         from langchain_core.documents import Document
 

@@ -4,7 +4,7 @@ A method counts its build's LLM calls and prompt tokens from the corpus and its 
 same chunking, the same prompts) and predicts the generated tokens from reply lengths measured on
 real builds (each method's ``estimate`` module says which). Time comes from a short measured
 calibration of the model — prompt tokens per second and generated tokens per second — kept per
-model identity in ``speed.json`` of :func:`multihop_rag.bundled.cache_dir`, so it is measured once per model and
+model identity in ``speed.json`` of :func:`multihop_rag.serving.bundled.cache_dir`, so it is measured once per model and
 machine. A stage may also run tokens through a local attention model without an LLM call (GARLIC's
 edges); those are timed at ``ATTENTION_SPEED_SHARE`` of the measured prompt speed. How close the
 estimates come is measured in ``benchmarks/bench_estimate.py``.
@@ -12,38 +12,22 @@ estimates come is measured in ``benchmarks/bench_estimate.py``.
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-from multihop_rag import bundled
-from multihop_rag.calls import Call, call
-from multihop_rag.text import count_tokens
 
 __all__ = [
     "ATTENTION_SPEED_SHARE",
     "StageEstimate",
     "BuildEstimate",
     "Speed",
-    "measure_speed",
     "summary_levels",
-    "speed_cache_file",
 ]
 
 ATTENTION_SPEED_SHARE = 0.35
 """A forward pass of the attention model (transformers, float32, eager attention) against llama.cpp's
 prompt speed on the same weights: 0.5B on 2 cores, ~46 against 132 tokens/s (bench_estimate)."""
-
-CALIBRATION_TEXT = (
-    "The harbour master kept a ledger of every ship that entered the bay: its name, its flag, the cargo "
-    "it declared and the day it left. "
-) * 12
-"""A fixed prompt of ~330 tokens for the prompt-speed measurement (no entity of any corpus)."""
-
 
 @dataclass
 class StageEstimate:
@@ -145,33 +129,3 @@ def summary_levels(node_tokens: Sequence[int], *, fan_in: float, reply_tokens: i
         completion += groups * reply_tokens
         level = [reply_tokens] * groups
     return StageEstimate("summaries", calls, prompt, completion)
-
-
-def speed_cache_file() -> Path:
-    return bundled.cache_dir() / "speed.json"
-
-
-def measure_speed(llm: Any, identity: str, *, cache_file: Path | None = None, refresh: bool = False) -> Speed:
-    """The model's prompt and generation speed, measured with two short calls (~20 s on a 1.5B model
-    on two cores) or read from ``cache_file`` when this model was measured before."""
-    path = cache_file or speed_cache_file()
-    known = json.loads(path.read_text()) if path.is_file() else {}
-    if identity in known and not refresh:
-        return Speed(**known[identity])
-    prompt_tokens = count_tokens(CALIBRATION_TEXT)
-    started = time.perf_counter()
-    call(Call(llm, CALIBRATION_TEXT + "\nIn one word, what did the harbour master keep?", max_tokens=1))
-    prompt_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    reply = call(Call(llm, "Count from 1 to 200 in words, separated by commas:", max_tokens=64))
-    generate_seconds = time.perf_counter() - started
-    generated = max(1, count_tokens(reply.text))
-    speed = Speed(
-        model=identity,
-        prompt_tps=round(prompt_tokens / prompt_seconds, 2),
-        generate_tps=round(generated / max(generate_seconds, 1e-3), 2),
-    )
-    known[identity] = asdict(speed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(known, indent=1))
-    return speed

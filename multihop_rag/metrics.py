@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def format_ci(values: Sequence[float]) -> str:
 
 
 @cache
-def _rouge_scorer():
+def _rouge_scorer() -> Any:
     from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(["rougeL"])

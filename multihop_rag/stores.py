@@ -22,8 +22,9 @@ from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from multihop_rag.errors import StoreError
+
 __all__ = [
-    "StoreError",
     "is_server",
     "chroma_client",
     "chroma_collection",
@@ -42,11 +43,8 @@ __all__ = [
     "lc_delete_ids",
     "lc_metadata_filter",
     "copy_langchain_chroma",
+    "forget_chroma_clients",
 ]
-
-
-class StoreError(ValueError):
-    """A store is missing, empty, unreachable or holds something else; the message says what to do."""
 
 
 def is_server(store: str | Path | None) -> bool:
@@ -72,6 +70,12 @@ def chroma_client(store: str | Path | None = None) -> chromadb.ClientAPI:
     path = Path(store).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def forget_chroma_clients() -> None:
+    """Close every Chroma client this process opened, so the next one reads the folder anew (after its files
+    were put back by an undone update: a kept client would still read the files it had open)."""
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
 
 
 def chroma_collection(client: chromadb.ClientAPI, name: str) -> chromadb.Collection:

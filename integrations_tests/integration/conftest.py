@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from integrations_tests.ollama_stub import OllamaStub
-from multihop_rag import bundled
 from multihop_rag.backends import DEFAULT_OLLAMA_EMBED, DEFAULT_OLLAMA_LLM
+from multihop_rag.serving import bundled
 
 FAST_LLM = os.environ.get("MULTIHOP_RAG_TEST_LLM", f"llamacpp:{bundled.FAST_LLM_ALIAS}")
 """Spec of the LLM the integration tests run on (the fast bundled model unless overridden)."""
@@ -62,7 +62,7 @@ def fast_llm_spec() -> str:
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
     """The run's models as the command line builds them (the fast LLM, MiniLM), loaded once per session."""
-    from multihop_rag.methods import Models
+    from multihop_rag.method import Models
 
     return Models.from_specs(FAST_LLM, "st:default", cache=tmp_path_factory.mktemp("models") / "calls.sqlite")
 
@@ -82,7 +82,7 @@ def built(models, tmp_path_factory):
     corpus, extra, question = tiny_corpus(extra=1)
     root = tmp_path_factory.mktemp("methods")
     out = {}
-    from multihop_rag import registry
+    from multihop_rag.app import registry
 
     for name in registry.ORDER:
         method = registry.get(name)

@@ -12,7 +12,7 @@ import torch
 
 from integrations_tests.integration.conftest import tiny_corpus
 from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention
-from multihop_rag import bundled
+from multihop_rag.serving import bundled
 
 CONFIG = GarlicConfig(n_s=640, summary_tokens=128, chunk_size=150, search_window=2048)
 """n_s small enough that three passages take two level-1 batches, so the graph has three levels."""

@@ -3,7 +3,7 @@
 from llama_index.core.llms import ChatMessage
 from pydantic import BaseModel, Field
 
-from multihop_rag.structured import StructuredStats, generate_json, generate_label
+from multihop_rag.llm.structured import StructuredStats, generate_json, generate_label
 
 PASSAGE = (
     "The Kesh Bridge is a seven-arch stone bridge in Velmora. It was designed by the civil engineer "
@@ -62,8 +62,8 @@ def test_greedy_grammar_replies_as_response_format_does_at_unconstrained_speed(l
     prompt evaluates it differently from a repeat, with other rounding)."""
     from llama_cpp import LogitsProcessorList
 
-    from multihop_rag.llamacpp import load_llama
-    from multihop_rag.llamacpp_grammar import GreedyGrammar
+    from multihop_rag.serving.llamacpp import load_llama
+    from multihop_rag.serving.llamacpp_grammar import GreedyGrammar
 
     llama, lock = load_llama(li_llm.model_path, li_llm.context_window)
     schema = Facts.model_json_schema()

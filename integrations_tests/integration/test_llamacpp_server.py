@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from multihop_rag import bundled
-from multihop_rag.llamacpp_server import LlamaCppServer
+from multihop_rag.serving import bundled
+from multihop_rag.serving.llamacpp_server import LlamaCppServer
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -55,8 +55,8 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path):
     parent = tmp_path / "parent.py"
     parent.write_text(
         "import time\n"
-        "from multihop_rag import bundled\n"
-        "from multihop_rag.llamacpp_server import LlamaCppServer\n"
+        "from multihop_rag.serving import bundled\n"
+        "from multihop_rag.serving.llamacpp_server import LlamaCppServer\n"
         f"server = LlamaCppServer(bundled.gguf_path({MODEL!r}), n_ctx=1024)\n"
         "server.start()\n"
         "print(server._process.pid, flush=True)\n"

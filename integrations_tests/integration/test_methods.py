@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from integrations_tests.integration.conftest import FAST_LLM
-from multihop_rag import registry
+from multihop_rag.app import registry
 
 METHODS = list(registry.ORDER)
 
@@ -46,8 +46,8 @@ def test_every_index_reloads_in_a_new_process_and_answers(built):
     folders = {name: (str(r["folder"]), r["config"].model_dump(mode="json")) for name, r in results.items()}
     script = f"""
 import json
-from multihop_rag import registry
-from multihop_rag.methods import Models
+from multihop_rag.app import registry
+from multihop_rag.method import Models
 models = Models.from_specs({FAST_LLM!r}, "st:default")
 out = {{}}
 for name, (folder, settings) in {folders!r}.items():

@@ -6,7 +6,6 @@ from pydantic import BaseModel, Field
 from multihop_rag.backends import (
     DEFAULT_OLLAMA_EMBED,
     DEFAULT_OLLAMA_LLM,
-    BackendError,
     Spec,
     chat_model,
     langchain_embeddings,
@@ -14,8 +13,9 @@ from multihop_rag.backends import (
     llama_index_llm,
     resolve_llm_spec,
 )
-from multihop_rag.calls import supports_format
-from multihop_rag.structured import StructuredStats, generate_json
+from multihop_rag.errors import BackendError
+from multihop_rag.llm.calls import supports_format
+from multihop_rag.llm.structured import StructuredStats, generate_json
 
 
 class City(BaseModel):

@@ -21,9 +21,9 @@ import pytest
 from integrations_tests.integration.conftest import FAST_LLM, SETTINGS
 from integrations_tests.ollama_stub import ScriptedOllama
 from integrations_tests.openai_stub import SlotServer, stand_in_reply
-from multihop_rag import cli, registry
+from multihop_rag.app import cli, registry
 from multihop_rag.corpus import Passage, load_demo
-from multihop_rag.methods import Models
+from multihop_rag.method import Models
 
 MODEL = "stand-in:1b"
 

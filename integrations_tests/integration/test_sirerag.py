@@ -53,7 +53,7 @@ class TestSiReRAGLangChainRetriever(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor(self):
-        from multihop_rag.retrievers import LlamaIndexRetriever
+        from multihop_rag.frameworks.langchain import LlamaIndexRetriever
 
         class PoolRetriever(LlamaIndexRetriever):
             def __init__(self, **kwargs):

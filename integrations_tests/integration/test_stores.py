@@ -8,8 +8,9 @@ import pytest
 
 from integrations_tests.integration.conftest import tiny_corpus
 from langgraph_hirag import HierarchicalCorpus
-from multihop_rag.naive import NaiveRAG
-from multihop_rag.stores import StoreError, chroma_client, chroma_vector_store, langchain_chroma
+from multihop_rag.app.naive import NaiveRAG
+from multihop_rag.errors import StoreError
+from multihop_rag.stores import chroma_client, chroma_vector_store, langchain_chroma
 
 
 def test_naive_index_on_a_chroma_server_reloads_and_updates(chroma_server, models, tmp_path):

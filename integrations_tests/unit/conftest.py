@@ -15,4 +15,4 @@ def _loopback_only():
 @pytest.fixture(autouse=True)
 def _private_speed_file(tmp_path, monkeypatch):
     """Speeds ``index`` calibrates on a fake model stay out of the user's speed file."""
-    monkeypatch.setattr("multihop_rag.estimate.speed_cache_file", lambda: tmp_path / "speed.json")
+    monkeypatch.setattr("multihop_rag.app.speed.speed_cache_file", lambda: tmp_path / "speed.json")

@@ -1,7 +1,9 @@
 import pytest
 
-from multihop_rag import backends, bundled
-from multihop_rag.backends import BackendError, Spec, ollama_host, parse_spec, resolve_embed_spec, resolve_llm_spec
+from multihop_rag import backends
+from multihop_rag.backends import Spec, ollama_host, parse_spec, resolve_embed_spec, resolve_llm_spec
+from multihop_rag.errors import BackendError, BundledModelMissing
+from multihop_rag.serving import bundled
 
 
 def test_parse_specs():
@@ -69,7 +71,7 @@ def test_bundled_parts_missing_names_the_install(monkeypatch):
         "ghost",
         bundled.BundledGGUF("ghost", "", ("no_such_package_xyz",), "data/*.bin", "0" * 64, "ghost.gguf"),
     )
-    with pytest.raises(bundled.BundledModelMissing, match=r"multihop-rag\[embedded\]"):
+    with pytest.raises(BundledModelMissing, match=r"multihop-rag\[embedded\]"):
         bundled.gguf_path("ghost")
 
 
@@ -92,13 +94,14 @@ def test_assembly_checks_sha(monkeypatch, tmp_path):
     assert bundled.gguf_path("default") == path
     bad = bundled.BundledGGUF("b", "", ("fake_model_pkg",), "data/*.bin", "0" * 64, "b.gguf")
     monkeypatch.setitem(bundled.BUNDLED_LLMS, "b", bad)
-    with pytest.raises(bundled.BundledModelMissing, match="SHA-256"):
+    with pytest.raises(BundledModelMissing, match="SHA-256"):
         bundled.gguf_path("b")
     assert not (tmp_path / "cache" / "models" / "b.gguf").exists()
 
 
 def test_a_file_that_is_no_gguf_model_is_refused_before_anything_is_built(tmp_path):
-    from multihop_rag.backends import BackendError, llama_index_llm
+    from multihop_rag.backends import llama_index_llm
+    from multihop_rag.errors import BackendError
 
     garbage = tmp_path / "model.gguf"
     garbage.write_bytes(b"\x00" * 4096)

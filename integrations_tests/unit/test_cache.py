@@ -11,9 +11,9 @@ from langchain_core.messages import AIMessage
 
 from integrations_tests.fakes import ScriptedLLM
 from multihop_rag.backends import OllamaLLM
-from multihop_rag.cache import CachedLLM, LLMCache, SQLiteChatCache, cache_key, cached_llm, model_identity
-from multihop_rag.calls import Call, call
-from multihop_rag.llamacpp import LlamaCppLLM
+from multihop_rag.llm.cache import CachedLLM, LLMCache, SQLiteChatCache, cache_key, cached_llm, model_identity
+from multihop_rag.llm.calls import Call, call
+from multihop_rag.serving.llamacpp import LlamaCppLLM
 
 
 def test_key_depends_on_model_prompt_and_params():
@@ -142,7 +142,7 @@ BUILD = textwrap.dedent(
     """
     import sys, time
     from integrations_tests.fakes import ScriptedLLM
-    from multihop_rag.cache import CachedLLM, LLMCache
+    from multihop_rag.llm.cache import CachedLLM, LLMCache
 
     log = open(sys.argv[2], "a")
 

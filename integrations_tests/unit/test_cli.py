@@ -10,8 +10,10 @@ import sys
 import pytest
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
-from multihop_rag import backends, cli, registry
-from multihop_rag.corpus import CorpusError, load_questions
+from multihop_rag import backends, errors
+from multihop_rag.app import cli, registry
+from multihop_rag.corpus import load_questions
+from multihop_rag.errors import CorpusError
 
 
 def run(capsys, *argv):
@@ -151,7 +153,7 @@ def test_questions_file_errors_name_the_line(tmp_path):
 
 PLUGIN = '''
 from pydantic import BaseModel
-from multihop_rag.methods import Answer, UpdateReport
+from multihop_rag.method import Answer, UpdateReport
 
 class EchoConfig(BaseModel):
     reply: str = "echo"
@@ -169,7 +171,7 @@ class Echo:
     config_class = EchoConfig
     source_packages = ("echo_method",)
     def build(self, passages, models, folder, config, *, overwrite=False):
-        from multihop_rag.persistence import write_manifest
+        from multihop_rag.indexing.persistence import write_manifest
         write_manifest(folder, "echo", 1, status="done")
         return EchoIndex(config.reply)
     def load(self, folder, models, config): return EchoIndex(config.reply)
@@ -237,7 +239,7 @@ def test_supporting_titles_given_as_a_string_is_one_title(tmp_path):
 def test_a_second_index_run_waits_for_the_first_and_then_updates_what_it_wrote(capsys, docs, tmp_path, fake_models):
     import threading
 
-    from multihop_rag.persistence import store_lock
+    from multihop_rag.indexing.persistence import store_lock
 
     store = tmp_path / "s"
     assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
@@ -257,7 +259,7 @@ def test_a_second_index_run_waits_for_the_first_and_then_updates_what_it_wrote(c
 def test_state_files_are_replaced_atomically(tmp_path, monkeypatch):
     import os
 
-    from multihop_rag.persistence import write_atomic
+    from multihop_rag.indexing.persistence import write_atomic
 
     path = tmp_path / "state.json"
     write_atomic(path, "old")
@@ -314,7 +316,7 @@ def test_a_damaged_store_is_one_line_and_overwrite_always_starts_over(capsys, do
 
 
 def test_a_damaged_llm_call_cache_is_named_with_its_fix(capsys, docs, tmp_path, monkeypatch):
-    from multihop_rag.cache import LLMCache
+    from multihop_rag.llm.cache import LLMCache
 
     store = tmp_path / "s"
     store.mkdir()
@@ -344,3 +346,94 @@ def test_an_update_that_would_remove_most_of_the_store_asks_first(capsys, docs, 
     assert code == 2 and "would remove 3 of the store's 4 documents" in err and "--yes" in err
     code, out, _ = run(capsys, "index", str(narrow), "--store", str(store), "--yes")
     assert code == 0 and "3 removed" in out
+
+
+@pytest.mark.parametrize("name", errors.__all__[1:])
+def test_every_user_facing_error_derives_from_the_one_base_and_the_cli_prints_it_in_one_line(monkeypatch, capsys, name):
+    error = getattr(errors, name)
+    assert issubclass(error, errors.MultihopRagError)
+
+    def fail(args):
+        raise error(f"{name}: what to do about it")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", lambda argv: type("Args", (), {"command": "ask", "verbose": False, "run": staticmethod(fail)})())
+    code, out, err = run(capsys, "ask")
+    assert code == 2 and err == f"multihop-rag ask: {name}: what to do about it\n"
+
+
+# --- issue 39 #1: an interrupted update leaves the last finished store --------------------------------
+
+
+@pytest.mark.parametrize("method", ["naive", "sirerag", "k2rag", "garlic"])
+def test_an_update_cut_by_ctrl_c_leaves_the_last_finished_store_and_the_next_run_finishes_it(
+        capsys, docs, tmp_path, monkeypatch, method):
+    """The issue's repro: a store of a few passages; an update that drops one and adds one, cut at its first LLM
+    call (after it has started changing the store); ``ask`` still answers from the last finished index, and the
+    next ``index`` makes the update."""
+    cut = {"on": False}
+
+    def reply(prompt: str) -> str:
+        if cut["on"]:
+            raise KeyboardInterrupt
+        return "Orrin River"
+
+    class CutEmbedding(HashEmbedding):  # naive's update calls no LLM: it is cut while embedding
+        def _get_text_embedding(self, text: str) -> list[float]:
+            if cut["on"]:
+                raise KeyboardInterrupt
+            return super()._get_text_embedding(text)
+
+    monkeypatch.setattr(backends, "llama_index_llm", lambda spec=None, **k: ScriptedLLM(reply))
+    monkeypatch.setattr(backends, "llama_index_embedding", lambda spec=None, **k: CutEmbedding())
+    monkeypatch.setattr(backends, "chat_model", lambda spec=None, **k: ScriptedChatModel(reply))
+    monkeypatch.setattr(backends, "langchain_embeddings", lambda spec=None, **k: HashEmbeddings())
+    monkeypatch.setattr(backends, "ollama_models", lambda *a, **k: None)
+    store = tmp_path / "s"
+    (docs / "ferro.txt").write_text("Ferro Tower stands in Velmora beside the Kesh Bridge.")
+    assert run(capsys, "index", str(docs), "--store", str(store), "--method", method, "--yes")[0] == 0
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "llm_calls" not in p.name
+              and not p.name.startswith(".")}
+    (docs / "lake.txt").unlink()
+    (docs / "dunmere.txt").write_text("Dunmere is the largest port of Astrel, on the Orrin River.")
+    cut["on"] = True
+    code, _, _ = run(capsys, "index", str(docs), "--store", str(store), "--yes")
+    assert code == 130
+    cut["on"] = False
+    code, out, err = run(capsys, "ask", "Which river?", "--store", str(store))
+    assert code == 0, err
+    after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "llm_calls" not in p.name
+             and not p.name.startswith(".")}
+    assert after.keys() == before.keys()
+    code, out, err = run(capsys, "index", str(docs), "--store", str(store), "--yes")
+    assert code == 0 and "1 added" in out and "1 removed" in out, err
+    assert run(capsys, "ask", "Which river?", "--store", str(store))[0] == 0
+
+
+def test_an_update_killed_outright_is_undone_by_the_next_reader_and_read_from_its_copy_while_it_runs(tmp_path):
+    """``kill -9`` runs no handler: the copy taken before the update is what the next reader or writer puts
+    back; while the writer still holds the lock, a reader is given the copy (the last finished index)."""
+    from multihop_rag.indexing.persistence import MANIFEST, settled_store, store_lock, undo_cut_update, undoable_update
+
+    store = tmp_path / "s"
+    (store / "chroma").mkdir(parents=True)
+    (store / MANIFEST).write_text('{"method": "naive", "status": "done"}')
+    (store / "state.json").write_text("finished")
+    (store / "chroma" / "chroma.sqlite3").write_text("finished rows")
+    (store / "llm_calls.sqlite").write_text("calls")
+    update = undoable_update(store)
+    with store_lock(store):
+        update.__enter__()  # the update starts, and its process is killed half-way: no __exit__
+        (store / "state.json").write_text("half")
+        (store / "chroma" / "chroma.sqlite3").write_text("half the rows")
+        (store / "new.npy").write_text("half")
+        (store / "llm_calls.sqlite").write_text("calls and the update's calls")
+        reading = settled_store(store)  # the writer still holds the lock: read its copy
+        assert reading != store and (reading / "state.json").read_text() == "finished"
+    assert settled_store(store) == store  # the lock is free: the cut update is undone first
+    assert (store / "state.json").read_text() == "finished" and not (store / "new.npy").exists()
+    assert (store / "chroma" / "chroma.sqlite3").read_text() == "finished rows"
+    assert (store / "llm_calls.sqlite").read_text() == "calls and the update's calls"  # kept: they replay
+    assert not undo_cut_update(store) and sorted(p.name for p in store.iterdir()) == sorted(
+        [".multihop_rag.lock", MANIFEST, "chroma", "llm_calls.sqlite", "state.json"])

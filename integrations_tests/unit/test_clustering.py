@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from multihop_rag.clustering import ClusterConfig, cluster, gmm_soft_clusters
+from multihop_rag.indexing.clustering import ClusterConfig, cluster, gmm_soft_clusters
 
 
 def blobs(n: int, k: int = 4, dim: int = 32, seed: int = 0, labels: bool = False):
@@ -69,7 +69,7 @@ def test_mismatched_lengths_raise():
 
 
 def test_bic_patience_stops_early_but_picks_the_same_k(monkeypatch):
-    from multihop_rag import clustering
+    from multihop_rag.indexing import clustering
 
     x, _ = blobs(80, k=3, dim=10, seed=2, labels=True)
     fits = []

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from multihop_rag.concurrency import CallLimit, map_bounded, side_by_side
+from multihop_rag.llm.concurrency import CallLimit, map_bounded, side_by_side
 
 
 def test_calls_stay_within_the_bound_and_results_keep_their_order():

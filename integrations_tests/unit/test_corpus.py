@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from multihop_rag.corpus import CorpusError, LoadReport, data_dir, load_dataset, load_documents
+from multihop_rag.corpus import LoadReport, data_dir, load_dataset, load_documents
+from multihop_rag.errors import CorpusError
 
 
 def test_folder_of_text_and_markdown(tmp_path):

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 
 from integrations_tests.openai_stub import SlotServer
 from multihop_rag import backends
-from multihop_rag.backends import BackendError
-from multihop_rag.concurrency import default_concurrency, map_bounded
-from multihop_rag.endpoints import EndpointPool
-from multihop_rag.structured import StructuredStats, generate_json
+from multihop_rag.errors import BackendError
+from multihop_rag.llm.concurrency import map_bounded
+from multihop_rag.llm.structured import StructuredStats, generate_json
+from multihop_rag.serving.endpoints import EndpointPool
+from multihop_rag.serving.profile import default_concurrency
 
 
 def test_a_pool_keeps_every_slot_of_every_host_busy_and_no_more():

@@ -15,8 +15,9 @@ from llama_index_k2rag.config import K2RAGConfig
 from llama_index_k2rag.estimate import estimate as k2rag_estimate
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex
 from llama_index_sirerag.estimate import estimate as sirerag_estimate
+from multihop_rag.app.speed import measure_speed
 from multihop_rag.corpus import Passage
-from multihop_rag.estimate import ATTENTION_SPEED_SHARE, Speed, measure_speed, summary_levels
+from multihop_rag.estimate import ATTENTION_SPEED_SHARE, Speed, summary_levels
 
 LONG = " ".join(f"Sentence {i} tells of the river town of Pellan and its mill." for i in range(400))
 PASSAGES = [Passage("a", "Pellan", LONG), Passage("b", "Mill", "The mill of Pellan grinds oats."), Passage("c", "Oats", "Oats grow in the north.")]
@@ -97,16 +98,16 @@ def test_index_estimate_prints_the_cost_and_builds_nothing(capsys, docs, tmp_pat
 
 def test_recalibrate_measures_the_speed_again(capsys, docs, tmp_path, fake_models):  # noqa: F811
     """A speed measured on a busy machine is not kept forever: ``--recalibrate`` measures it again."""
-    from multihop_rag import estimate
+    from multihop_rag.app import speed
 
     store = str(tmp_path / "store")
     run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate")
-    known = json.loads(estimate.speed_cache_file().read_text())
+    known = json.loads(speed.speed_cache_file().read_text())
     (entry,) = known.values()
     known = {k: {**v, "prompt_tps": 0.5} for k, v in known.items()}
-    estimate.speed_cache_file().write_text(json.dumps(known))
+    speed.speed_cache_file().write_text(json.dumps(known))
     code, out, _ = run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate")
     assert code == 0 and "measured 0 prompt" in out  # the kept speed, slow as it was written
     code, out, _ = run(capsys, "index", str(docs), "--store", store, "--method", "k2rag", "--estimate", "--recalibrate")
     assert code == 0 and "measured 0 prompt" not in out
-    assert json.loads(estimate.speed_cache_file().read_text())[entry["model"]]["prompt_tps"] != 0.5
+    assert json.loads(speed.speed_cache_file().read_text())[entry["model"]]["prompt_tps"] != 0.5

@@ -15,13 +15,14 @@ import pytest
 from pydantic import BaseModel
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
-from multihop_rag import registry
-from multihop_rag.cache import CachedLLM, LLMCache, UsageCallback
+from multihop_rag.app import registry
+from multihop_rag.app.evaluate import Entry, Result, evaluate, read_results
+from multihop_rag.app.report import markdown, scores, tper
 from multihop_rag.corpus import Passage, Question
-from multihop_rag.evaluate import Entry, EvalSettingError, Result, evaluate, read_results
-from multihop_rag.methods import Answer, Evidence, Models, UpdateReport
-from multihop_rag.report import markdown, scores, tper
-from multihop_rag.usage import Usage
+from multihop_rag.errors import EvalSettingError
+from multihop_rag.llm.cache import CachedLLM, LLMCache, UsageCallback
+from multihop_rag.llm.usage import Usage
+from multihop_rag.method import Answer, Evidence, Models, UpdateReport
 
 PASSAGES = [
     Passage("p1", "Kesh Bridge", "The Kesh Bridge crosses the Orrin River in Velmora."),

@@ -14,9 +14,9 @@ from llama_index_garlic.build import chunk_documents, make_batches, parse_inform
 from llama_index_garlic.graph import next_node_scores, normalize_edges, position_weighted
 from llama_index_garlic.search import graph_search
 from multihop_rag.corpus import load_documents
-from multihop_rag.persistence import IndexFolderError
+from multihop_rag.errors import IndexFolderError
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.stores import stored_ids
-from multihop_rag.text import count_tokens
 
 DEMO = "multihop_rag/data/demo_corpus.jsonl"
 
@@ -412,7 +412,7 @@ def test_a_yes_or_no_leading_the_answer_turn_is_asked_again_but_an_answer_is_kep
 
 def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
     from llama_index_garlic import TransformersAttention
-    from multihop_rag import bundled
+    from multihop_rag.serving import bundled
 
     # `--llm llamacpp:default` hands "default" on to the attention model, which resolves it like the LLM
     monkeypatch.setattr(bundled, "gguf_path", lambda alias: tmp_path / f"resolved-{alias}.gguf")

@@ -9,7 +9,7 @@ pytest.importorskip("graphrag", reason="the 'graphrag' extra is not installed")
 
 from integrations_tests.fakes import HashEmbedding
 from llama_index_k2rag.graphrag_kg import GraphRAGKG, extraction_grammar
-from multihop_rag.llamacpp_server import OpenAIEndpoint
+from multihop_rag.serving.llamacpp_server import OpenAIEndpoint
 
 ENDPOINT = OpenAIEndpoint(api_base="http://127.0.0.1:9/v1", model="local")
 

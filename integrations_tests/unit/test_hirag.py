@@ -22,8 +22,8 @@ from langgraph_hirag import (
     prompts,
 )
 from langgraph_hirag.graph import fallback_draw, tied_titles
-from multihop_rag.corpus import CorpusError, Passage
-from multihop_rag.stores import StoreError
+from multihop_rag.corpus import Passage
+from multihop_rag.errors import CorpusError, StoreError
 
 QUESTION = "Where was the designer of the Kesh Bridge born?"
 

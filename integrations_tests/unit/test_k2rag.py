@@ -24,9 +24,9 @@ from llama_index_k2rag import (
     make_summarizer,
     prompts,
 )
-from multihop_rag.corpus import CorpusError
-from multihop_rag.stores import StoreError, chroma_client, chroma_vector_store, stored_ids
-from multihop_rag.text import chunk_tokens, count_tokens, eq1_chunk_count
+from multihop_rag.errors import CorpusError, StoreError
+from multihop_rag.indexing.text import chunk_tokens, count_tokens, eq1_chunk_count
+from multihop_rag.stores import chroma_client, chroma_vector_store, stored_ids
 
 DOCS = [
     Document(id_="kesh", text="The Kesh Bridge was designed by Tomas Halvard.", metadata={"title": "Kesh Bridge"}),

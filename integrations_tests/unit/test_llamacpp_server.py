@@ -9,10 +9,15 @@ import pytest
 from llama_index.llms.ollama import Ollama
 
 from integrations_tests.fakes import ScriptedLLM
-from multihop_rag.aio import run_sync
-from multihop_rag.backends import BackendError
-from multihop_rag.cache import LLMCache, cached_llm
-from multihop_rag.llamacpp_server import LlamaCppServer, OpenAIEndpoint, openai_endpoint, rewrite_response_format
+from multihop_rag.errors import BackendError
+from multihop_rag.llm.aio import run_sync
+from multihop_rag.llm.cache import LLMCache, cached_llm
+from multihop_rag.serving.llamacpp_server import (
+    LlamaCppServer,
+    OpenAIEndpoint,
+    openai_endpoint,
+    rewrite_response_format,
+)
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -71,7 +76,7 @@ async def test_run_sync_inside_a_running_loop_like_a_notebook():
 
 def _asgi_round_trip(request: dict, reply: dict) -> tuple[dict, dict]:
     """Send ``request`` through the adapter to an app answering ``reply``; what the app saw, what came back."""
-    from multihop_rag.llamacpp_server import _JsonSchemaAdapter
+    from multihop_rag.serving.llamacpp_server import _JsonSchemaAdapter
 
     seen: dict = {}
 

@@ -9,8 +9,9 @@ from pydantic import BaseModel, Field
 
 from integrations_tests.ollama_stub import ScriptedOllama, StubReply
 from multihop_rag.backends import chat_model, llama_index_llm
-from multihop_rag.calls import Call, ContextOverflowError, call
-from multihop_rag.structured import StructuredStats, generate_json, generate_label
+from multihop_rag.errors import ContextOverflowError
+from multihop_rag.llm.calls import Call, call
+from multihop_rag.llm.structured import StructuredStats, generate_json, generate_label
 
 MODEL = "qwen3:8b"
 

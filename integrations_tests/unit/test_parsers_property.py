@@ -11,9 +11,9 @@ from integrations_tests.fakes import ScriptedLLM
 from langchain_resp.graph import sub_question_of
 from langgraph_hirag.graph import final_line, first_line, said_enough
 from llama_index_garlic.build import BuildReport, _summarize, parse_information_points
-from multihop_rag.calls import Reply
-from multihop_rag.llamacpp_server import drop_cut_record
-from multihop_rag.structured import OUTCOMES, StructuredStats, generate_json, parse_label
+from multihop_rag.llm.calls import Reply
+from multihop_rag.llm.structured import OUTCOMES, StructuredStats, generate_json, parse_label
+from multihop_rag.serving.llamacpp_server import drop_cut_record
 
 SETTINGS = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 

@@ -12,7 +12,8 @@ import langgraph_hirag.prompts
 import llama_index_garlic.prompts
 import llama_index_k2rag.prompts
 import llama_index_sirerag.prompts
-from multihop_rag.corpus import CorpusError, data_dir, load_demo
+from multihop_rag.corpus import data_dir, load_demo
+from multihop_rag.errors import CorpusError
 
 PROMPT_MODULES = [
     langgraph_hirag.prompts,

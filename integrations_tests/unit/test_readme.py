@@ -11,7 +11,8 @@ import pytest
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
 from integrations_tests.unit.test_garlic import FakeAttention
-from multihop_rag import backends, cli
+from multihop_rag import backends
+from multihop_rag.app import cli
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 PYTHON = re.findall(r"```python\n(.*?)```", README, re.S)

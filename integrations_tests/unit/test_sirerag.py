@@ -13,7 +13,7 @@ from integrations_tests.fakes import HashEmbedding, ScriptedLLM
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
 from llama_index_sirerag.propositions import Proposition
 from multihop_rag.corpus import load_documents
-from multihop_rag.persistence import IndexFolderError
+from multihop_rag.errors import IndexFolderError
 from multihop_rag.stores import stored_ids
 
 DEMO = "multihop_rag/data/demo_corpus.jsonl"
@@ -295,7 +295,8 @@ def test_kind_filter_gives_plain_chunk_retrieval(default_index):
 
 def test_building_into_a_store_that_holds_another_corpus_is_refused_or_replaced(docs, tmp_path):
     """Issue 21: building corpus B into A's Chroma collection kept A's nodes (51 nodes for a pool of 24)."""
-    from multihop_rag.stores import StoreError, chroma_vector_store, stored_ids
+    from multihop_rag.errors import StoreError
+    from multihop_rag.stores import chroma_vector_store, stored_ids
 
     store = tmp_path / "chroma"
     SiReRAGIndex.from_documents(docs[:5], llm=fake_llm(), embed_model=HashEmbedding(), show_progress=False,

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field
 
 from integrations_tests.fakes import ScriptedLLM
-from multihop_rag.structured import (
+from multihop_rag.llm.structured import (
     STATS,
     StructuredStats,
     agenerate_json,

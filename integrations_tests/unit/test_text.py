@@ -1,6 +1,6 @@
 import pytest
 
-from multihop_rag.text import chunk_tokens, count_tokens, encoding, eq1_chunk_count, split_sentences
+from multihop_rag.indexing.text import chunk_tokens, count_tokens, encoding, eq1_chunk_count, split_sentences
 
 
 def tokens(n: int) -> str:

@@ -1,7 +1,7 @@
 """Pieces the LangGraph methods share: nodes written once for ``invoke`` and ``ainvoke``, per-run
 settings from LangGraph's runtime context, and the repetition test of planned questions.
 
-A node is a *dialogue* (:mod:`multihop_rag.calls`): a generator that yields model calls and other
+A node is a *dialogue* (:mod:`multihop_rag.llm.calls`): a generator that yields model calls and other
 awaitable steps and returns the state update. :func:`dialogue_node` turns it into a runnable
 whose sync path calls ``invoke`` and whose async path calls ``ainvoke`` (``graph.ainvoke`` then
 never runs a blocking call in a thread).
@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import get_runtime
 from pydantic import BaseModel
 
-from multihop_rag.calls import Dialogue, arun, run
+from multihop_rag.llm.calls import Dialogue, arun, run
 from multihop_rag.metrics import normalize_answer
 
 __all__ = ["dialogue_node", "run_settings", "stream_run", "content_words", "word_overlap", "repeated"]

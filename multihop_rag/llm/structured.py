@@ -14,7 +14,7 @@ The ladder, for every call:
    inside an index build.
 
 Works with LlamaIndex ``LLM`` objects and LangChain chat models alike, synchronously or async
-(the ladder is one :data:`~multihop_rag.calls.Dialogue`). Counts go to :data:`STATS`
+(the ladder is one :data:`~multihop_rag.llm.calls.Dialogue`). Counts go to :data:`STATS`
 (process-wide) and to the ``stats`` object a caller passes.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 import json_repair
 from pydantic import BaseModel, ValidationError, create_model
 
-from multihop_rag.calls import AnyLLM, Call, Dialogue, Reply, arun, run
+from multihop_rag.llm.calls import AnyLLM, Call, Dialogue, Reply, arun, run
 
 __all__ = [
     "StructuredStats",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import tiktoken
 
@@ -60,7 +62,7 @@ def chunk_tokens(text: str, size: int, overlap: int, *, keep_tail: bool = True) 
     return [encoding().decode(tokens[snap(a) : snap(b)]) for a, b in spans if snap(a) < snap(b)]
 
 
-def _clean_cut(tokens: list[int]):
+def _clean_cut(tokens: list[int]) -> Callable[[int], int]:
     """A function moving a cut position forward to the next token that starts a UTF-8 character.
 
     A CJK character or an emoji often spans several tokens; decoding half of one gives U+FFFD.
@@ -77,7 +79,7 @@ def _clean_cut(tokens: list[int]):
 
 
 @cache
-def _sentence_tokenizer():
+def _sentence_tokenizer() -> Any:
     import llama_index.core
     import nltk
 

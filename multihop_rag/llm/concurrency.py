@@ -1,11 +1,5 @@
-"""How many LLM calls a build keeps in flight, and a bounded map that keeps them there.
-
-Serving engines batch the requests they hold: Ollama answers ``OLLAMA_NUM_PARALLEL`` at once (4 by
-default), vLLM and llama.cpp's server as many as their slots. A build that sends one call at a time
-leaves them idle; one that sends more than the slots makes requests queue and time out.
-:func:`default_concurrency` picks the server's slot count where it can be read (llama.cpp's server
-reports ``total_slots``), else 4 for Ollama and OpenAI-compatible servers, and 1 for the in-process
-model (one model, one lock: more threads only wait). Every build stage of every method keeps that one
+"""A bounded map that keeps a build's LLM calls in flight (how many:
+:func:`multihop_rag.serving.profile.default_concurrency`). Every build stage of every method keeps that one
 number (``max_concurrency``) of calls in flight: through :func:`map_bounded`, or, for stages that
 run side by side (:func:`side_by_side`), through one shared :class:`CallLimit` of that size; GARLIC,
 whose levels overlap, keeps a pool of that many workers itself.
@@ -15,11 +9,7 @@ Threads, not ``asyncio.run``: library code must work inside a running event loop
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-import urllib.error
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
@@ -28,48 +18,12 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
-__all__ = ["default_concurrency", "server_slots", "map_bounded", "CallLimit", "side_by_side", "DEFAULT_SERVER_SLOTS"]
+__all__ = ["map_bounded", "CallLimit", "side_by_side"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
-
-DEFAULT_SERVER_SLOTS = 4
-"""Slots assumed for a server that does not report them: Ollama's default ``OLLAMA_NUM_PARALLEL``, a
-typical vLLM setting."""
-
-
-def server_slots(base_url: str, timeout: float = 1.5) -> int | None:
-    """Parallel slots of an OpenAI-compatible server that reports them (llama.cpp's ``/props``), else None."""
-    root = base_url.rstrip("/").removesuffix("/v1")
-    try:
-        with urllib.request.urlopen(root + "/props", timeout=timeout) as response:
-            slots = json.load(response).get("total_slots")
-            return int(slots) if slots else None
-    except (urllib.error.URLError, OSError, ValueError, TypeError):
-        return None
-
-
-def default_concurrency(model: Any) -> int:
-    """Calls to keep in flight for ``model`` (a LlamaIndex LLM or LangChain chat model, cached or not)."""
-    from multihop_rag.llamacpp import LlamaCppChatModel, LlamaCppLLM
-
-    inner = getattr(model, "inner", None)
-    if inner is not None:
-        return default_concurrency(inner)
-    if hasattr(model, "pool_concurrency"):
-        return int(model.pool_concurrency)
-    if isinstance(model, (LlamaCppLLM, LlamaCppChatModel)):
-        return 1
-    kind = type(model).__name__.lower()
-    if "ollama" in kind:
-        return int(os.environ.get("OLLAMA_NUM_PARALLEL") or DEFAULT_SERVER_SLOTS)
-    base = getattr(model, "api_base", None) or getattr(model, "openai_api_base", None)
-    if base:
-        return server_slots(str(base)) or DEFAULT_SERVER_SLOTS
-    return 1
-
 
 class CallLimit:
     """At most ``size`` calls in flight across every :func:`map_bounded` given this limit (stages running

@@ -25,10 +25,12 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from pydantic import BaseModel, Field, model_validator
 
-from multihop_rag.calls import Call, call
 from multihop_rag.corpus import Passage
-from multihop_rag.methods import Answer, Evidence, Models, TraceSink, UpdateReport
-from multihop_rag.persistence import IndexFolderError, prepare_folder, read_manifest, write_manifest
+from multihop_rag.errors import IndexFolderError, StoreError
+from multihop_rag.frameworks.langchain import LlamaIndexRetriever
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.llm.calls import Call, call
+from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_ids
 
 __all__ = ["ANSWER_PROMPT", "NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
@@ -162,8 +164,6 @@ class NaiveRAG:
         return {nid for info in self.index.ref_doc_info.values() for nid in info.node_ids}
 
     def _check_store(self) -> None:
-        from multihop_rag.stores import StoreError
-
         present, expected = stored_ids(self.index.vector_store), self._node_ids()
         if present != expected:
             raise StoreError(
@@ -230,7 +230,6 @@ class NaiveRAG:
 
     def as_langchain_retriever(self, k: int = 5) -> Any:
         """The index as a LangChain retriever (for ReSP over this store)."""
-        from multihop_rag.retrievers import LlamaIndexRetriever
 
         return LlamaIndexRetriever(index=self.index, k=k)
 

@@ -17,7 +17,7 @@ Layout of the output folder:
   from these lines, so a new metric needs no re-run. A re-run skips the lines already there for the
   same code version and settings; lines of an older version are set aside (``results.stale.jsonl``)
   and their questions answered again.
-- ``report.md`` / ``report.png``: see :mod:`multihop_rag.report`.
+- ``report.md`` / ``report.png``: see :mod:`multihop_rag.app.report`.
 """
 
 from __future__ import annotations
@@ -34,22 +34,19 @@ from typing import Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from multihop_rag.app.report import write_report
 from multihop_rag.corpus import Passage, Question
-from multihop_rag.methods import Answer, Method, MethodIndex, Models, source_hash
-from multihop_rag.persistence import IndexFolderError
-from multihop_rag.stores import StoreError
-from multihop_rag.usage import Usage, peak_rss_mb
+from multihop_rag.errors import EvalSettingError, IndexFolderError, StoreError
+from multihop_rag.llm.usage import Usage, peak_rss_mb
+from multihop_rag.method import Answer, Method, MethodIndex, Models, source_hash
 
 logger = logging.getLogger(__name__)
 
 MAX_FAILURES_IN_A_ROW = 3
 """A method that fails this many questions in a row stops the run: the fault is not one question's."""
 
-__all__ = ["Result", "EvalSettingError", "Entry", "run", "build", "evaluate", "read_results"]
+__all__ = ["Result", "Entry", "run", "build", "evaluate", "read_results"]
 
-
-class EvalSettingError(StoreError):
-    """The output folder holds an evaluation of another dataset, split or model."""
 
 
 @dataclass
@@ -254,7 +251,6 @@ def evaluate(
     version and settings; a folder of another setting is refused rather than mixed, and a method whose
     code or settings changed is re-run. Returns results and builds by method (every method the folder
     holds, so a run adding one reports all)."""
-    from multihop_rag.report import write_report
 
     versions = {e.name: e.version() for e in entries}
     _check_setting(out, setting, versions)

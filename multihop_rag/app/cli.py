@@ -1,6 +1,6 @@
 """``multihop-rag index | ask | eval | demo``.
 
-Methods are found through the entry-point group ``multihop_rag.methods`` (:mod:`multihop_rag.registry`):
+Methods are found through the entry-point group ``multihop_rag.methods`` (:mod:`multihop_rag.app.registry`):
 this module imports no method package. Exit codes: 0 done, 2 bad input (a missing or unreadable
 corpus, an unknown method, dataset or setting, a model server that is down or lacks the model, a
 Chroma server that does not answer, a store built with another method or models) with a one-line
@@ -20,13 +20,31 @@ import time
 from pathlib import Path
 from typing import Any
 
+from multihop_rag.app import registry
+from multihop_rag.app.evaluate import Entry, evaluate
+from multihop_rag.app.speed import measure_speed
+from multihop_rag.corpus import LoadReport, load_dataset, load_demo, load_documents, load_pooled, load_questions
+from multihop_rag.errors import CorpusError, MultihopRagError, StoreError, UsageError
+from multihop_rag.indexing.persistence import (
+    MANIFEST,
+    read_manifest,
+    reset_store,
+    settled_store,
+    store_lock,
+    undo_cut_update,
+    undoable_update,
+    write_atomic,
+    write_manifest,
+)
+from multihop_rag.llm.cache import model_identity
+from multihop_rag.method import Models
+from multihop_rag.metrics import accuracy
+from multihop_rag.stores import forget_chroma_clients, is_server
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-
-class UsageError(ValueError):
-    """Bad input from the command line."""
 
 
 def _say(message: str) -> None:
@@ -35,8 +53,6 @@ def _say(message: str) -> None:
 
 def _models(args: argparse.Namespace, cache: Path | None = None) -> Any:
     """The models of a run, counted; with ``cache`` their calls are kept there (the store's own cache)."""
-    from multihop_rag.methods import Models
-
     started = time.perf_counter()
     _say("loading models …")
     models = Models.from_specs(args.llm, args.embed, cache=cache, max_concurrency=args.max_concurrency)
@@ -46,25 +62,17 @@ def _models(args: argparse.Namespace, cache: Path | None = None) -> Any:
 
 
 def _method(name: str, assignments: list[str]) -> tuple[Any, Any]:
-    from multihop_rag import registry
-
     method = registry.get(name)
     return method, registry.settings_for(method, assignments)
 
 
 def _store_folder(store: str) -> Path:
-    from multihop_rag.stores import is_server
-
     if is_server(store):
         raise UsageError(f"--store takes a folder for the index's files; {store} is a URL")
     return Path(store).expanduser()
 
 
 def _index(args: argparse.Namespace) -> int:
-    from multihop_rag import registry
-    from multihop_rag.corpus import LoadReport, load_documents
-    from multihop_rag.persistence import store_lock
-
     report = LoadReport()
     passages = load_documents(args.corpus, report)
     _say(f"read {len(passages)} documents from {args.corpus} ({len(report.skipped)} skipped)")
@@ -77,10 +85,11 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -> int:
-    from multihop_rag.persistence import MANIFEST, read_manifest, reset_store, write_atomic, write_manifest
-
     if args.overwrite and not args.estimate:
         reset_store(folder)  # from nothing, whatever a crash or a damaged file left there
+    elif undo_cut_update(folder):
+        _say(f"{folder}: the last update did not finish and was undone; this run makes it again (its finished LLM "
+             "calls replay from the cache)")
     existing = read_manifest(folder) if (folder / MANIFEST).is_file() else None
     method_name = args.method or (existing or {}).get("cli_method") or "naive"
     method, config = _method(method_name, args.set)
@@ -93,7 +102,6 @@ def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -
     try:
         models = _models(args, cache=folder / "llm_calls.sqlite")
     except sqlite3.DatabaseError as exc:
-        from multihop_rag.stores import StoreError
 
         raise StoreError(f"the LLM-call cache {folder / 'llm_calls.sqlite'} is damaged ({exc}): delete it (the build then "
                          "makes its calls again) or rebuild with --overwrite, which sets it aside") from exc
@@ -105,9 +113,14 @@ def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -
         return 1
     started, before = time.perf_counter(), models.usage()
     if updating:
-        index = _load(method, folder, models, config)
-        change = index.update(passages)
-        write_atomic(folder / CORPUS_IDS, json.dumps([p.id for p in passages]))
+        try:
+            with undoable_update(folder):  # cut half-way, the store goes back to its last finished index
+                index = _load(method, folder, models, config)
+                change = index.update(passages)
+                write_atomic(folder / CORPUS_IDS, json.dumps([p.id for p in passages]))
+        except BaseException:
+            forget_chroma_clients()
+            raise
         spent = models.usage() - before
         print(f"updated {folder}: {len(change.added)} added, {len(change.changed)} changed, {len(change.removed)} removed; "
               f"{spent.calls} LLM calls ({spent.cache_hits} from the cache) in {time.perf_counter() - started:.1f} s")
@@ -126,8 +139,6 @@ def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -
 def _estimate(method: Any, config: Any, passages: list[Any], models: Any, recalibrate: bool = False) -> tuple[Any, Any] | None:
     """The build's estimate and the model's measured speed (measured again with ``recalibrate``), or None
     for a method without LLM calls to build."""
-    from multihop_rag.cache import model_identity
-    from multihop_rag.estimate import measure_speed
 
     if not getattr(method, "builds", False) or not hasattr(method, "estimate"):
         return None
@@ -186,8 +197,6 @@ def _confirm_removal(folder: Path, passages: list[Any], args: argparse.Namespace
 
 def _load(method: Any, folder: Path, models: Any, config: Any) -> Any:
     """``method.load``; a store whose files are missing, cut or unreadable is named with its fix in one line."""
-    from multihop_rag.stores import StoreError
-
     try:
         return method.load(folder, models, config)
     except StoreError:
@@ -202,7 +211,6 @@ def _load(method: Any, folder: Path, models: Any, config: Any) -> Any:
 def _recorded_settings(method: Any, manifest: dict[str, Any], assignments: list[str]) -> Any:
     """The settings a store was built with; an update keeps them (a ``--set`` that changes one is refused: an index
     built one way and updated another would mix both)."""
-    from multihop_rag import registry
 
     recorded = manifest.get("settings") or {}
     stored = registry.settings_for(method, [], base=recorded)
@@ -237,11 +245,9 @@ def _short(value: Any, width: int = 140) -> str:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from multihop_rag.persistence import read_manifest
-
     if not args.question.strip():
         raise UsageError("an empty question: write the question to answer, in quotes")
-    folder = _store_folder(args.store)
+    folder = settled_store(_store_folder(args.store))  # never a half-updated store
     manifest = read_manifest(folder)
     built = manifest.get("cli_method") or manifest["method"]
     method_name = args.method or built
@@ -251,7 +257,6 @@ def _ask(args: argparse.Namespace) -> int:
     args.llm = args.llm or manifest.get("llm")
     args.embed = args.embed or manifest.get("embed")
     models = _models(args, cache=None)
-    from multihop_rag import registry
 
     store_method = registry.get(built)
     # the store's recorded settings, with the --set items naming its method on top (query-time settings such
@@ -277,9 +282,6 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from multihop_rag.corpus import CorpusError, LoadReport, load_dataset, load_documents, load_pooled, load_questions
-    from multihop_rag.evaluate import Entry, evaluate
-
     names = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
     if not names:
         raise UsageError("--methods names no method")
@@ -312,14 +314,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from multihop_rag.corpus import load_demo
-    from multihop_rag.metrics import accuracy
-
     passages, questions = load_demo()
     names = ["naive", "resp", "hirag"] if args.methods == "default" else [m.strip() for m in args.methods.split(",") if m.strip()]
     if "all" in names:
-        from multihop_rag import registry
-
         names = list(registry.available())
     root = Path(args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-"))
     _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; methods: {', '.join(names)}; store: {root}")
@@ -414,17 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from multihop_rag.backends import BackendError
-    from multihop_rag.corpus import CorpusError
-    from multihop_rag.errors import ContextOverflowError
-    from multihop_rag.registry import MethodError
-    from multihop_rag.stores import StoreError
-
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.run(args))
-    except (CorpusError, BackendError, StoreError, UsageError, MethodError, ContextOverflowError) as exc:
+    except MultihopRagError as exc:
         _say(f"multihop-rag {args.command}: {exc}")
         return 2
     except KeyboardInterrupt:

@@ -19,10 +19,10 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from multihop_rag.stores import StoreError
+from multihop_rag.errors import IndexFolderError
 
-__all__ = ["MANIFEST", "LOCK", "IndexFolderError", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
-           "store_lock", "reset_store", "CALL_CACHE"]
+__all__ = ["MANIFEST", "LOCK", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
+           "store_lock", "reset_store", "CALL_CACHE", "undoable_update", "undo_cut_update", "settled_store"]
 
 MANIFEST = "multihop_rag.json"
 LOCK = ".multihop_rag.lock"
@@ -101,8 +101,89 @@ def store_lock(folder: str | Path, say: Any = None) -> Iterator[None]:
         lock.release()
 
 
-class IndexFolderError(StoreError):
-    """A folder holds no index, or another method's, or one written in another format."""
+
+SNAPSHOT = ".before_update"
+"""Inside a store: a copy of its files (all but the lock and the LLM-call cache) taken before an update."""
+SNAPSHOT_COMPLETE = ".complete"
+
+
+def _own_files(path: Path) -> list[Path]:
+    """The store's files that an update may change: all but the lock, the LLM-call cache and the snapshot."""
+    return [e for e in path.iterdir() if e.name not in (LOCK, SNAPSHOT) and not e.name.startswith(CALL_CACHE)]
+
+
+def _copy(entry: Path, target: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.copytree(entry, target / entry.name, symlinks=True)
+    else:
+        shutil.copy2(entry, target / entry.name, follow_symlinks=False)
+
+
+@contextmanager
+def undoable_update(folder: str | Path) -> Iterator[None]:
+    """Run an in-place update of ``folder`` (its lock held) so that it finishes or leaves the last finished store.
+
+    A method's update writes its vector store as it goes and its state at the end; cut half-way (Ctrl-C, a
+    crash, ``kill -9``) the two would disagree. So the store's files are copied first (the LLM-call cache is
+    not: an update's finished calls are kept, and the next run replays them); an exception puts the copy back
+    at once, and a process that died is undone by the next reader or writer (:func:`undo_cut_update`). The
+    copy costs a read and a write of the store's files (seconds for thousands of passages), no LLM call."""
+    path = Path(folder)
+    snapshot = path / SNAPSHOT
+    if snapshot.exists():
+        shutil.rmtree(snapshot)
+    snapshot.mkdir()
+    for entry in _own_files(path):
+        _copy(entry, snapshot)
+    write_atomic(snapshot / SNAPSHOT_COMPLETE, "")
+    try:
+        yield
+    except BaseException:
+        undo_cut_update(path)
+        raise
+    shutil.rmtree(snapshot)
+
+
+def undo_cut_update(folder: str | Path) -> bool:
+    """Put back the files of ``folder`` as they were before an update that did not finish (its lock held by the
+    caller); True if there was one. Safe to repeat: the copy is removed only once every file is back."""
+    path = Path(folder)
+    snapshot = path / SNAPSHOT
+    if not snapshot.is_dir():
+        return False
+    if not (snapshot / SNAPSHOT_COMPLETE).exists():  # cut while copying: the store itself was not touched yet
+        shutil.rmtree(snapshot)
+        return False
+    for entry in _own_files(path):
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    for entry in snapshot.iterdir():
+        if entry.name != SNAPSHOT_COMPLETE:
+            _copy(entry, path)
+    shutil.rmtree(snapshot)
+    log.warning("%s: an update that did not finish was undone; the store holds its last finished index", path)
+    return True
+
+
+def settled_store(folder: str | Path) -> Path:
+    """The folder to read ``folder``'s index from: the store itself, after undoing an update that did not
+    finish; while an update runs, its copy of the last finished store. A folder that is no store, or one
+    this process cannot lock (read-only), is read as it is."""
+    path = Path(folder)
+    if not (path / MANIFEST).exists() and not (path / SNAPSHOT).exists():
+        return path
+    lock = FileLock(path / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        snapshot = path / SNAPSHOT
+        return snapshot if (snapshot / SNAPSHOT_COMPLETE).exists() else path
+    except OSError:
+        return path
+    try:
+        undo_cut_update(path)
+    finally:
+        lock.release()
+    return path
 
 
 def write_manifest(folder: str | Path, method: str, format_version: int, **fields: Any) -> dict[str, Any]:

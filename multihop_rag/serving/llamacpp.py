@@ -5,8 +5,8 @@ ignores the chat template stored in the GGUF, and LangChain's ``ChatLlamaCpp`` l
 langchain-community, which is being sunset. Both adapters here call
 ``llama_cpp.Llama.create_chat_completion``, which applies the GGUF's own template. Like Ollama's
 integrations, both accept ``format=`` (a JSON schema dict, or ``"json"``) on each call, so
-:mod:`multihop_rag.structured` treats them alike; greedy calls are held to it by
-:mod:`multihop_rag.llamacpp_grammar` (the grammar asked about the chosen token first, as llama.cpp's
+:mod:`multihop_rag.llm.structured` treats them alike; greedy calls are held to it by
+:mod:`multihop_rag.serving.llamacpp_grammar` (the grammar asked about the chosen token first, as llama.cpp's
 server does), others by llama-cpp-python's ``response_format``.
 
 One ``Llama`` is loaded per (path, context size) and shared by every adapter in the process;
@@ -41,7 +41,7 @@ from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field
 
 from multihop_rag.errors import ContextOverflowError
-from multihop_rag.llamacpp_grammar import GreedyGrammar
+from multihop_rag.serving.llamacpp_grammar import GreedyGrammar
 
 __all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama", "count_model_tokens"]
 
@@ -90,7 +90,7 @@ def count_model_tokens(model_path: str | Path, text: str, n_ctx: int = DEFAULT_C
 @contextmanager
 def _constraint(llama: Any, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The arguments that hold a call to its ``format=`` (popped from ``params``): for greedy decoding
-    a :class:`~multihop_rag.llamacpp_grammar.GreedyGrammar` (the same reply, at unconstrained speed),
+    a :class:`~multihop_rag.serving.llamacpp_grammar.GreedyGrammar` (the same reply, at unconstrained speed),
     else llama-cpp-python's ``response_format``."""
     from llama_cpp import LogitsProcessorList
 

@@ -11,7 +11,7 @@ stop sequences, JSON schema). Empty replies and errors are never stored; a reply
 is, so a reply cut at the token limit is known as one when it comes back from the cache.
 
 - LlamaIndex: :class:`CachedLLM` wraps any ``LLM`` and counts calls, cache hits, tokens and the
-  time calls were in flight (:class:`~multihop_rag.usage.Usage`).
+  time calls were in flight (:class:`~multihop_rag.llm.usage.Usage`).
 - LangChain: :class:`SQLiteChatCache` is a ``BaseCache``; pass it as ``cache=`` to any chat model;
   :class:`UsageCallback` counts a chat model's calls and tokens.
 Both share one file format, :class:`LLMCache`.
@@ -50,8 +50,8 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from multihop_rag.calls import finish_reason, strip_thinking
-from multihop_rag.usage import CallClock, Usage
+from multihop_rag.llm.calls import finish_reason, strip_thinking
+from multihop_rag.llm.usage import CallClock, Usage
 
 __all__ = [
     "LLMCache",

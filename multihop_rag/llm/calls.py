@@ -29,10 +29,10 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 
 from multihop_rag.errors import ContextOverflowError
+from multihop_rag.serving.profile import profile
 
 __all__ = [
     "AnyLLM",
-    "ContextOverflowError",
     "Call",
     "Effect",
     "Reply",
@@ -114,17 +114,8 @@ Dialogue = Generator[Any, Any, T]
 
 
 def supports_format(model: AnyLLM) -> bool:
-    """Whether the backend constrains decoding to a JSON schema given as ``format=``."""
-    from langchain_ollama import ChatOllama
-    from llama_index.llms.ollama import Ollama
-
-    from multihop_rag.endpoints import EndpointPool
-    from multihop_rag.llamacpp import LlamaCppChatModel, LlamaCppLLM
-
-    inner = getattr(model, "inner", None)
-    if isinstance(inner, LLM):
-        return supports_format(inner)
-    return isinstance(model, (Ollama, ChatOllama, LlamaCppLLM, LlamaCppChatModel, EndpointPool))
+    """Whether the backend constrains decoding to a JSON schema given as ``format=`` (its profile says)."""
+    return profile(model).schema_output
 
 
 def finish_reason(raw: Any) -> str | None:

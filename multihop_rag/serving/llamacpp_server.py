@@ -5,7 +5,7 @@ llama.cpp's server (``llama-cpp-python[server]``) in a subprocess bound to 127.0
 port; it stops when stopped, garbage-collected, when Python exits, or — watching its parent —
 when the parent process is killed.
 
-``python -m multihop_rag.llamacpp_server`` is that subprocess: llama-cpp-python's own FastAPI
+``python -m multihop_rag.serving.llamacpp_server`` is that subprocess: llama-cpp-python's own FastAPI
 app plus one adapter. OpenAI clients (litellm, hence GraphRAG) ask for structured output as
 ``response_format={"type": "json_schema", "json_schema": {"schema": …}}``; llama-cpp-python
 0.3.x only accepts ``{"type": "json_object", "schema": …}`` (and answers 500 otherwise), so
@@ -39,7 +39,8 @@ from typing import Any
 
 from llama_index.core.llms.llm import LLM
 
-from multihop_rag.backends import BackendError
+from multihop_rag.errors import BackendError
+from multihop_rag.serving.profile import profile, unwrap
 
 __all__ = ["LlamaCppServer", "OpenAIEndpoint", "openai_endpoint", "rewrite_response_format", "drop_cut_record"]
 
@@ -177,19 +178,14 @@ def openai_endpoint(llm: LLM) -> tuple[OpenAIEndpoint, LlamaCppServer | None]:
     (returned so the caller keeps it alive and can stop it). Wrappers with an ``inner`` LLM (the
     LLM cache) are looked through.
     """
-    inner = llm
-    while isinstance(getattr(inner, "inner", None), LLM):
-        inner = inner.inner  # type: ignore[attr-defined]
-    model_path = getattr(inner, "model_path", None)
-    if model_path:
-        server = LlamaCppServer(model_path, n_ctx=int(getattr(inner, "context_window", 8192)))
+    known = profile(llm)
+    if known.model_path:
+        server = LlamaCppServer(known.model_path, n_ctx=known.context_window or 8192)
         return server.start(), server
-    base_url = getattr(inner, "base_url", None)
-    model = getattr(inner, "model", None)
-    if base_url and model:
-        return OpenAIEndpoint(api_base=f"{str(base_url).rstrip('/')}/v1", model=str(model)), None
+    if known.kind == "ollama" and known.base_url and known.model_name:
+        return OpenAIEndpoint(api_base=f"{known.base_url.rstrip('/')}/v1", model=known.model_name), None
     raise BackendError(
-        f"no OpenAI-compatible endpoint known for {type(inner).__name__}; pass an OpenAIEndpoint explicitly "
+        f"no OpenAI-compatible endpoint known for {type(unwrap(llm)).__name__}; pass an OpenAIEndpoint explicitly "
         "(a llama.cpp GGUF model or an Ollama model work out of the box)"
     )
 

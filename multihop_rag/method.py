@@ -25,9 +25,11 @@ from langchain_core.language_models import BaseChatModel
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import BaseModel
 
-from multihop_rag.cache import CachedLLM, SQLiteChatCache
+from multihop_rag import backends
 from multihop_rag.corpus import Passage
-from multihop_rag.usage import CallClock, Usage
+from multihop_rag.llm.cache import CachedLLM, LLMCache, SQLiteChatCache, UsageCallback
+from multihop_rag.llm.usage import CallClock, Usage
+from multihop_rag.serving.profile import default_concurrency
 
 __all__ = [
     "Evidence",
@@ -103,12 +105,12 @@ class Models:
     llm_spec: str = ""
     embed_spec: str = ""
     chat_usage: Usage = field(default_factory=Usage)
-    """Calls, tokens and time of ``chat`` (a :class:`~multihop_rag.cache.UsageCallback` fills it)."""
+    """Calls, tokens and time of ``chat`` (a :class:`~multihop_rag.llm.cache.UsageCallback` fills it)."""
     chat_clock: CallClock = field(default_factory=CallClock)
     """The intervals of ``chat``'s calls (the same callback records them), for the busy time."""
     chat_cache: SQLiteChatCache | None = None
     max_concurrency: int = 1
-    """LLM calls a build keeps in flight (:func:`multihop_rag.concurrency.default_concurrency`)."""
+    """LLM calls a build keeps in flight (:func:`multihop_rag.serving.profile.default_concurrency`)."""
 
     @classmethod
     def from_specs(
@@ -116,9 +118,6 @@ class Models:
     ) -> Models:
         """Both frameworks' models on one LLM and one embedding spec (``None``: the environment's or the
         default, :mod:`multihop_rag.backends`), counted; with ``cache`` their calls are kept in that file."""
-        from multihop_rag import backends
-        from multihop_rag.cache import LLMCache, UsageCallback
-        from multihop_rag.concurrency import default_concurrency
 
         llm_spec, embed_spec = str(backends.resolve_llm_spec(llm)), str(backends.resolve_embed_spec(embed))
         store = LLMCache(cache) if cache is not None else None

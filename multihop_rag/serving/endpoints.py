@@ -3,7 +3,7 @@
 The spec ``openai:<model>@<url>[,<url>…]`` names a model and the hosts that serve it (without ``@``:
 ``$OPENAI_BASE_URL``, comma-separated; the key from ``$OPENAI_API_KEY``). :class:`EndpointPool` is a
 LlamaIndex ``LLM`` over those hosts: each call goes to the host with the most free slots (a host's
-slots: what its server reports, llama.cpp's ``total_slots``, else :data:`~multihop_rag.concurrency.DEFAULT_SERVER_SLOTS`), a call that fails
+slots: what its server reports, llama.cpp's ``total_slots``, else :data:`~multihop_rag.llm.concurrency.DEFAULT_SERVER_SLOTS`), a call that fails
 to reach its host is retried on another one, and :meth:`EndpointPool.calls_per_host` says where the
 calls went. Its ``pool_concurrency`` (the sum of the slots) is the build's default ``max_concurrency``,
 so a build keeps every host busy and never queues more requests than they hold. This is the path for
@@ -13,9 +13,12 @@ a corpus that outgrows one machine; the vector side scales through a Chroma serv
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -33,12 +36,28 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import Field, PrivateAttr
 
-from multihop_rag.concurrency import DEFAULT_SERVER_SLOTS, server_slots
+from multihop_rag.errors import EndpointError
 
-__all__ = ["EndpointError", "EndpointPool", "api_key", "parse_openai_spec", "check_endpoint"]
+__all__ = ["EndpointPool", "server_slots", "DEFAULT_SERVER_SLOTS", "api_key", "parse_openai_spec", "check_endpoint"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+DEFAULT_SERVER_SLOTS = 4
+"""Slots assumed for a server that does not report them: Ollama's default ``OLLAMA_NUM_PARALLEL``, a
+typical vLLM setting."""
+
+
+def server_slots(base_url: str, timeout: float = 1.5) -> int | None:
+    """Parallel slots of an OpenAI-compatible server that reports them (llama.cpp's ``/props``), else None."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(root + "/props", timeout=timeout) as response:
+            slots = json.load(response).get("total_slots")
+            return int(slots) if slots else None
+    except (urllib.error.URLError, OSError, ValueError, TypeError):
+        return None
 
 
 def api_key() -> str:
@@ -46,9 +65,6 @@ def api_key() -> str:
     return os.environ.get("OPENAI_API_KEY", "none")
 
 
-
-class EndpointError(RuntimeError):
-    """An OpenAI-compatible server cannot be used; the message says how to fix it."""
 
 
 def parse_openai_spec(name: str) -> tuple[str, list[str]]:

@@ -15,17 +15,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from multihop_rag.methods import Method
+from multihop_rag.errors import MethodError
+from multihop_rag.method import Method
 
-__all__ = ["GROUP", "ORDER", "MethodError", "available", "get", "settings_for", "check_settings"]
+__all__ = ["GROUP", "ORDER", "available", "get", "settings_for", "check_settings"]
 
 GROUP = "multihop_rag.methods"
 ORDER = ("naive", "resp", "hirag", "raptor", "sirerag", "garlic", "k2rag")
 """The bundled methods in report order (others follow by name)."""
 
-
-class MethodError(ValueError):
-    """An unknown method, or a setting it does not have; the message lists what there is."""
 
 
 @cache

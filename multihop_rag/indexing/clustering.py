@@ -25,6 +25,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
         return reducer.fit_transform(x)
 
 
-def _fit_gmm(x: np.ndarray, k: int, seed: int):
+def _fit_gmm(x: np.ndarray, k: int, seed: int) -> Any:
     """A fitted GMM, raising the covariance regularisation when UMAP has collapsed points together."""
     from sklearn.mixture import GaussianMixture
 
