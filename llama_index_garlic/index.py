@@ -12,7 +12,6 @@ the level below is finished.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import warnings
@@ -25,7 +24,6 @@ import numpy as np
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.data_structs.data_structs import IndexStruct
-from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.storage.docstore.types import RefDocInfo
@@ -38,6 +36,7 @@ from llama_index_garlic.graph import GraphNode, SummaryGraph
 from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
 from multihop_rag.errors import IndexFolderError, StoreError
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
@@ -60,11 +59,7 @@ class GarlicStruct(IndexStruct):
         return "garlic"
 
 
-def _hash(document: Document) -> str:
-    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
-
-
-class GarlicIndex(BaseIndex[GarlicStruct]):
+class GarlicIndex(DocumentIndex[GarlicStruct]):
     """A GARLIC summary graph with the models that search it.
 
     ``attention_model`` (a :class:`TransformersAttention`, a bundled alias, a ``.gguf`` file or a
@@ -165,10 +160,6 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
         self._change(add=self._documents_of(nodes), remove=[])
         return self.index_struct
 
-    @staticmethod
-    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
-        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
-
     def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
         started, before = time.perf_counter(), self.llm.usage
         forward = self.attention_model.forward_tokens if self.attention_model is not None else 0
@@ -176,7 +167,7 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
         for doc_id in remove:
             self.documents.pop(doc_id, None)
         for doc in add:
-            self.documents[doc.doc_id] = {"hash": _hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text,
+            self.documents[doc.doc_id] = {"hash": document_hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text,
                                           "metadata": {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool))}}
         with self._stages.stage("graph"):
             if not self.documents:
@@ -225,21 +216,7 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
         return TextNode(id_=node.id, text=node.text, embedding=self.graph.embeddings[position].tolist(), metadata=metadata,
                         excluded_llm_metadata_keys=list(metadata), excluded_embed_metadata_keys=list(metadata))
 
-    # ---- updates (BaseIndex) -------------------------------------------------------------------------
-
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
-        """Add one document or several (a known id is re-indexed)."""
-        documents = [document] if isinstance(document, Document) else list(document)
-        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
-
-    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        self.insert(self._documents_of(nodes))
-
-    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
-        """Remove a document: its chunks' batches and their ancestors are summarized again."""
-        if ref_doc_id not in self.documents:
-            raise KeyError(f"no document {ref_doc_id!r} in this index")
-        self._change(add=[], remove=[ref_doc_id])
+    # ---- updates (DocumentIndex, and the nodes a document stands on) ---------------------------------
 
     def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
         """Remove the documents these nodes stand for, in one update (see :meth:`documents_of_nodes`)."""
@@ -268,18 +245,6 @@ class GarlicIndex(BaseIndex[GarlicStruct]):
                     "delete_ref_doc(doc_id)"
                 )
         return chosen
-
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        """Re-index a document whose text changed (same id)."""
-        self.insert(document)
-
-    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Insert new documents and re-index changed ones (by content hash) in one update."""
-        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
-        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
-        if changed:
-            self.insert(changed)
-        return fresh
 
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:

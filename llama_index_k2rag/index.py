@@ -34,11 +34,9 @@ from typing import Any
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.data_structs.data_structs import IndexStruct
-from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
-from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_k2rag.config import K2RAGConfig
@@ -48,6 +46,7 @@ from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG, UpdatableGraph
 from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQueryEngine
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
 from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
@@ -76,10 +75,6 @@ class K2RAGStruct(IndexStruct):
         return "k2rag"
 
 
-def _hash(document: Document) -> str:
-    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
-
-
 def _chunk_nodes(doc: Document, text: str, summarized: bool, size: int, overlap: int, kind: str) -> list[TextNode]:
     nodes = []
     for i, chunk in enumerate(chunk_tokens(text, size, overlap)):
@@ -99,7 +94,7 @@ def _chunk_nodes(doc: Document, text: str, summarized: bool, size: int, overlap:
     return nodes
 
 
-class K2RAGIndex(BaseIndex[K2RAGStruct]):
+class K2RAGIndex(DocumentIndex[K2RAGStruct]):
     """The K²RAG stores over one corpus; query with :meth:`as_query_engine`."""
 
     index_struct_cls = K2RAGStruct
@@ -204,10 +199,6 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
         self._change(add=self._documents_of(nodes), remove=[])
         return self.index_struct
 
-    @staticmethod
-    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
-        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
-
     def _summarize(self, doc: Document) -> tuple[str, bool]:
         summary = self.summarizer.summarize(doc.text)
         return summary, summary != doc.text
@@ -231,7 +222,7 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
                 chunks = _chunk_nodes(doc, summary, summarized, config.chunk_size, config.chunk_overlap, "vector")
                 kg_chunks = _chunk_nodes(doc, summary, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
                 self.documents[doc.doc_id] = {
-                    "hash": _hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
+                    "hash": document_hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
                     "chunks": [n.node_id for n in chunks], "kg_chunks": [n.node_id for n in kg_chunks],
                 }
                 fresh += chunks
@@ -278,44 +269,6 @@ class K2RAGIndex(BaseIndex[K2RAGStruct]):
             self.kg.remove(gone)
         if fresh:
             self.kg.add(fresh)
-
-    # ---- updates (BaseIndex) ---------------------------------------------------------------------------
-
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
-        """Add one document or several (a known id is re-indexed)."""
-        documents = [document] if isinstance(document, Document) else list(document)
-        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
-
-    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        self.insert(self._documents_of(nodes))
-
-    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
-        """Remove a document from the dense, sparse and graph stores."""
-        if ref_doc_id not in self.documents:
-            raise KeyError(f"no document {ref_doc_id!r} in this index")
-        self._change(add=[], remove=[ref_doc_id])
-
-    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
-        doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
-        if not doc_ids:
-            raise KeyError(f"{node_id!r} is not a chunk of this index")
-        self._change(add=[], remove=doc_ids)
-
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        """Re-index a document whose text changed (same id)."""
-        self._change(add=[document], remove=[document.doc_id] if document.doc_id in self.documents else [])
-
-    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Insert new documents and re-index changed ones (by content hash) in one update."""
-        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
-        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
-        if changed:
-            self._change(add=changed, remove=[d.doc_id for d in changed if d.doc_id in self.documents])
-        return fresh
-
-    @property
-    def ref_doc_info(self) -> dict[str, RefDocInfo]:
-        return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
 
     @property
     def summaries(self) -> list[dict[str, Any]]:

@@ -25,7 +25,6 @@ calls and tokens, and what the last update rewrote.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -40,7 +39,6 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.chat_engine.types import BaseChatEngine, ChatMode
 from llama_index.core.data_structs.data_structs import IndexStruct
-from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.llms.utils import LLMType
 from llama_index.core.node_parser import SentenceSplitter
@@ -48,7 +46,6 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import BaseNode, Document, TextNode
-from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
@@ -57,6 +54,7 @@ from llama_index_sirerag.propositions import Proposition, entity_key, extract_pr
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
 from multihop_rag.indexing.clustering import cluster
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
 from multihop_rag.indexing.text import count_tokens
@@ -123,11 +121,7 @@ def _links(node: TreeNode) -> str:
     return json.dumps([node.parents, node.children])
 
 
-def _hash(document: Document) -> str:
-    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
-
-
-class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
+class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
     """The SiReRAG retrieval pool and its two trees.
 
     ``from_documents`` builds; ``as_retriever`` / ``as_query_engine`` / ``as_chat_engine`` query;
@@ -222,11 +216,6 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
         self._change(add=self._documents_of(nodes), remove=[])
         return self.index_struct
 
-    @staticmethod
-    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
-        """Nodes given to ``insert_nodes``: each joins as its own document."""
-        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
-
     def _chunks(self, documents: Sequence[Document]) -> list[TreeNode]:
         return split_chunks(documents, self.config)
 
@@ -254,7 +243,7 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
             chunks = self._chunks(add)
             self._embed(chunks)
             for doc in add:
-                self.documents[doc.doc_id] = {"hash": _hash(doc), "title": str(doc.metadata.get("title", "")),
+                self.documents[doc.doc_id] = {"hash": document_hash(doc), "title": str(doc.metadata.get("title", "")),
                                               "chunks": [c.id for c in chunks if c.metadata["doc_id"] == doc.doc_id]}
         if config.relatedness or config.dual_clustering_on_chunks:
             with self._stages.stage("propositions"):
@@ -394,46 +383,6 @@ class SiReRAGIndex(BaseIndex[SiReRAGStruct]):
     @property
     def vector_store(self) -> BasePydanticVectorStore:
         return self.storage_context.vector_store
-
-    # ---- updates (BaseIndex) ---------------------------------------------------------------------------
-
-    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
-        """Add one document or several (one update for all: each summary above the change is written once)."""
-        documents = [document] if isinstance(document, Document) else list(document)
-        known = [d.doc_id for d in documents if d.doc_id in self.documents]
-        self._change(add=documents, remove=known)
-
-    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        self.insert(self._documents_of(nodes))
-
-    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
-        """Remove a document: its chunks, their propositions, and the summaries above them are rewritten."""
-        if ref_doc_id not in self.documents:
-            raise KeyError(f"no document {ref_doc_id!r} in this index")
-        self._change(add=[], remove=[ref_doc_id])
-
-    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
-        doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
-        if not doc_ids:
-            raise KeyError(f"{node_id!r} is not a chunk of this index (summaries go with their children)")
-        self._change(add=[], remove=doc_ids)
-
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        """Re-index a document whose text changed (same id)."""
-        self._change(add=[document], remove=[document.doc_id] if document.doc_id in self.documents else [])
-
-    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Insert new documents and re-index changed ones (by content hash) in one update; returns
-        which documents changed. Documents missing from ``documents`` stay (``delete_ref_doc`` them)."""
-        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != _hash(d) for d in documents]
-        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
-        if changed:
-            self._change(add=changed, remove=[d.doc_id for d in changed if d.doc_id in self.documents])
-        return fresh
-
-    @property
-    def ref_doc_info(self) -> dict[str, RefDocInfo]:
-        return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
 
     # ---- querying -----------------------------------------------------------------------------------
 

@@ -1,0 +1,82 @@
+"""LlamaIndex glue shared by the method indexes: one update protocol for every index kept per document.
+
+A method index (SiReRAG, K²RAG, GARLIC) records its documents — id → ``{"hash", "title", "chunks", …}`` — and
+implements one operation, ``_change(add, remove)``: remove these document ids, add these documents, rewrite
+only what the change touches. :class:`DocumentIndex` turns LlamaIndex's update API into that one call, so
+``insert``, ``delete_ref_doc``, ``update_ref_doc``, ``refresh_ref_docs``, ``insert_nodes``/``delete_nodes``
+and ``ref_doc_info`` mean the same on every method.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from llama_index.core.data_structs.data_structs import IndexStruct
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.schema import BaseNode, Document
+from llama_index.core.storage.docstore.types import RefDocInfo
+
+__all__ = ["DocumentIndex", "document_hash"]
+
+IS = TypeVar("IS", bound=IndexStruct)
+
+
+def document_hash(document: Document) -> str:
+    """What a changed document is told by: its title and its text."""
+    return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
+
+
+class DocumentIndex(BaseIndex[IS], Generic[IS]):
+    """A LlamaIndex index whose every update is one ``_change(add, remove)`` over whole documents."""
+
+    documents: dict[str, dict[str, Any]]
+    """Document id → what the index keeps of it; at least ``hash``, ``title`` and ``chunks`` (its node ids)."""
+
+    def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
+        """Remove the documents ``remove``, add ``add``, in one update; returns what it did."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
+        """Nodes given to ``insert_nodes``: each joins as its own document."""
+        return [Document(id_=n.ref_doc_id or n.node_id, text=n.get_content(), metadata=dict(n.metadata)) for n in nodes]
+
+    def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
+        """Add one document or several in one update (a known id is re-indexed)."""
+        documents = [document] if isinstance(document, Document) else list(document)
+        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert(self._documents_of(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Remove a document and everything built from it (what stood on it is rewritten)."""
+        if ref_doc_id not in self.documents:
+            raise KeyError(f"no document {ref_doc_id!r} in this index")
+        self._change(add=[], remove=[ref_doc_id])
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        """Remove the documents a chunk belongs to (a summary goes with its children, not alone)."""
+        doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
+        if not doc_ids:
+            raise KeyError(f"{node_id!r} is not a chunk of this index (summaries go with their children)")
+        self._change(add=[], remove=doc_ids)
+
+    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        """Re-index a document whose text changed (same id)."""
+        self.insert(document)
+
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """Insert new documents and re-index changed ones (by content hash) in one update; returns which
+        documents changed. Documents missing from ``documents`` stay (``delete_ref_doc`` them)."""
+        fresh = [d.doc_id not in self.documents or self.documents[d.doc_id]["hash"] != document_hash(d) for d in documents]
+        changed = [d for d, f in zip(documents, fresh, strict=True) if f]
+        if changed:
+            self.insert(changed)
+        return fresh
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
