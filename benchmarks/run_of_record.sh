@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# The run of record (issue 27): the default embedded models on pooled dev corpora of 2Wiki and HotpotQA.
-# Methods without a build step on the first 100 dev questions, the built ones on the first 20 (with
-# naive again there, for the paired comparison). Every step resumes where an interrupted one stopped;
-# run it again to continue. Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order)
+# The run of record (issues 27, 43): the default embedded models on pooled dev corpora of 2Wiki, MuSiQue and
+# HotpotQA, reported on dev questions 1–100 (tuning uses 101–200: benchmarks/tuning.sh; never the same).
+# Methods without a build step answer the first 100 questions of each dataset; the built ones the pools of
+# questions 1–30 (2Wiki, MuSiQue) and 1–20 (HotpotQA). Beside each method: naive RAG top-5 and naive RAG
+# reading as many tokens as the method's evidence (naive@M), each with its paired interval.
+# Every step resumes where an interrupted one stopped, on any machine: each folder's LLM-call cache is
+# committed (checkpointed after every step), so a fresh clone replays finished calls and goes on.
+# Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 OUT=benchmarks/results
-eval_run() {  # dataset pool methods
-    "$BIN/multihop-rag" eval --dataset "$1" --split dev --pool "$2" --methods "$3" --llm llamacpp:default \
-        --embed st:default --out "$OUT/$1-dev$2"
+checkpoint() {  # the cache's write-ahead log into the file that is committed
+    "$BIN/python" -c 'import sqlite3, sys
+with sqlite3.connect(sys.argv[1]) as db:
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$1/llm_calls.sqlite"
 }
-# Cheap rows first, so each dataset's paired comparison with naive grows as the run goes on; the built
-# methods cheapest build first (ReSP and HiRAG, which build nothing, before them).
-steps=("${@:-naive-2wiki naive-hotpotqa resp-2wiki hirag-2wiki resp-hotpotqa hirag-hotpotqa built-2wiki built-hotpotqa}")
+eval_run() {  # dataset pool methods
+    local out="$OUT/$1-dev$2"
+    "$BIN/multihop-rag" eval --dataset "$1" --split dev --pool "$2" --methods "$3" --llm llamacpp:default \
+        --embed st:default --out "$out" || { checkpoint "$out"; return 1; }
+    checkpoint "$out"
+}
+open_methods=naive,resp,naive@resp,hirag,naive@hirag
+built_methods=naive,raptor,naive@raptor,sirerag,naive@sirerag,k2rag,naive@k2rag,garlic,naive@garlic
+# Cheap rows first, so each dataset's paired comparisons grow as the run goes on; the built methods last.
+steps=("${@:-open-2wikimultihopqa open-musique open-hotpotqa built-2wikimultihopqa built-musique built-hotpotqa}")
 for step in ${steps[@]}; do
     case $step in
-        naive-2wiki | resp-2wiki | hirag-2wiki) eval_run 2wikimultihopqa 100 "${step%%-*}" ;;
-        naive-hotpotqa | resp-hotpotqa | hirag-hotpotqa) eval_run hotpotqa 100 "${step%%-*}" ;;
-        built-2wiki) eval_run 2wikimultihopqa 20 naive,resp,hirag,k2rag,raptor,sirerag,garlic ;;
-        built-hotpotqa) eval_run hotpotqa 20 naive,resp,hirag,k2rag,raptor,sirerag,garlic ;;
+        open-*) eval_run "${step#open-}" 100 "$open_methods" ;;
+        built-hotpotqa) eval_run hotpotqa 20 "$built_methods" ;;
+        built-*) eval_run "${step#built-}" 30 "$built_methods" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done

@@ -437,3 +437,45 @@ def test_an_update_killed_outright_is_undone_by_the_next_reader_and_read_from_it
     assert (store / "llm_calls.sqlite").read_text() == "calls and the update's calls"  # kept: they replay
     assert not undo_cut_update(store) and sorted(p.name for p in store.iterdir()) == sorted(
         [".multihop_rag.lock", MANIFEST, "chroma", "llm_calls.sqlite", "state.json"])
+
+
+def test_eval_runs_naive_at_another_methods_reading_budget(capsys, tmp_path, fake_models):
+    """Issue 43's fair control: ``naive@raptor`` reads as many tokens as RAPTOR's evidence held, after it."""
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "2", "--methods", "naive,raptor,naive@raptor",
+                         "--out", str(out_dir))
+    assert code == 0, err
+    assert "| naive@raptor | 2 |" in out and "## Against naive at the same reading budget" in out
+    rows = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
+    budget = {r["config"]["reader_tokens"] for r in rows if r["method"] == "naive@raptor"}
+    assert len(budget) == 1 and budget.pop() >= 50
+    code, _, err = run(capsys, "eval", "--dataset", "hotpotqa", "--methods", "naive@raptor,raptor", "--out", str(out_dir))
+    assert code == 2 and "list raptor before it" in err
+    code, _, err = run(capsys, "eval", "--dataset", "hotpotqa", "--methods", "raptor,resp@raptor", "--out", str(out_dir))
+    assert code == 2 and "naive@raptor" in err
+
+
+def test_a_fresh_checkout_replays_a_committed_call_cache_and_makes_no_call_it_finished(capsys, tmp_path, fake_models,
+                                                                                      monkeypatch):
+    """Issue 43: the run of record commits each folder's LLM-call cache, not its indexes. A clone holding only the
+    committed files rebuilds and answers from the cache: no call that was finished is made again."""
+    import shutil
+    import sqlite3
+
+    first = tmp_path / "machine-a"
+    assert run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "2", "--methods", "naive,raptor", "--out", str(first))[0] == 0
+    with sqlite3.connect(first / "llm_calls.sqlite") as db:  # what run_of_record.sh does before a commit
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    clone = tmp_path / "machine-b"
+    clone.mkdir()
+    shutil.copy(first / "llm_calls.sqlite", clone)  # a build cut before its results: only the cache was committed
+
+    def no_call(prompt: str) -> str:
+        raise AssertionError(f"a finished call was made again: {prompt[:80]}")
+
+    monkeypatch.setattr(backends, "llama_index_llm", lambda spec=None, **k: ScriptedLLM(no_call))
+    code, out, err = run(capsys, "eval", "--dataset", "hotpotqa", "--limit", "2", "--methods", "naive,raptor", "--out", str(clone))
+    assert code == 0, err
+    builds = json.loads((clone / "builds.json").read_text())
+    assert builds["raptor"]["llm_calls"] == 0 and builds["raptor"]["cache_hits"] > 0
+    assert "(2 of 2 calls cached)" in out

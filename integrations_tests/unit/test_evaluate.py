@@ -361,3 +361,15 @@ def test_hirag_retrieves_even_when_the_decomposer_will_not_ask(tmp_path):
                           tmp_path / "out", SETTING, show_progress=False)
     hirag = results["hirag"][0]
     assert hirag.evidence and hirag.llm_calls > 3
+
+
+def test_naive_reads_chunks_in_rank_order_up_to_its_token_budget():
+    from multihop_rag.app.naive import NaiveConfig, NaiveRAG
+
+    llm = ScriptedLLM(lambda prompt: "Orrin River")
+    passages = [Passage(f"p{i}", f"T{i}", f"Passage {i} says the Orrin River is long. " * 3) for i in range(12)]
+    built = NaiveRAG.build(passages, llm=llm, embed_model=HashEmbedding(), show_progress=False, overwrite=True)
+    for budget, read in ((0, 5), (1, 1), (70, 2), (400, 11)):
+        answer = NaiveRAG(built.index, llm, NaiveConfig(reader_tokens=budget)).answer("How long is the Orrin River?")
+        assert answer.info["read"] == min(read, 12), budget  # ~31 tokens a chunk; at least one is always read
+        assert len(answer.evidence) >= answer.info["read"]

@@ -281,11 +281,24 @@ def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _entry(name: str, names: list[str], assignments: list[str]) -> Entry:
+    """One ``--methods`` item: a method, or ``naive@M``: naive RAG reading as many tokens as method M's evidence."""
+    control, _, measured = name.partition("@")
+    method, config = _method(control, assignments)
+    if not measured:
+        return Entry(method, config)
+    if control != "naive":
+        raise UsageError(f"{name}: the control at a method's reading budget is naive RAG: naive@{measured}")
+    if measured not in names[: names.index(name)]:
+        raise UsageError(f"{name} reads as much as {measured}'s evidence: list {measured} before it in --methods")
+    return Entry(method, config, budget_of=measured)
+
+
 def _eval(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
     if not names:
         raise UsageError("--methods names no method")
-    entries = [Entry(*_method(name, args.set)) for name in names]
+    entries = [_entry(name, names, args.set) for name in names]
     if args.questions:
         if not args.corpus:
             raise UsageError("--questions needs --corpus (the documents to retrieve from)")
@@ -391,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="smoke", choices=("smoke", "dev"), help="data split (default: smoke)")
     p.add_argument("--questions", help="your own questions: a JSONL of {question, answers[, supporting_titles]}")
     p.add_argument("--corpus", help="with --questions: the documents (a folder of .txt/.md or a .jsonl)")
-    p.add_argument("--methods", default="naive", help="comma-separated methods")
+    p.add_argument("--methods", default="naive", help="comma-separated methods; naive@M: naive RAG reading as many tokens as M's evidence (after M)")
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--start", type=int, default=0, help="dev split: the questions and the pool begin after this many "
                    "(100: the tuning questions 101–200; report on the first 100, never tune on them)")

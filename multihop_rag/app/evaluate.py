@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from multihop_rag.app.report import write_report
 from multihop_rag.corpus import Passage, Question
 from multihop_rag.errors import EvalSettingError, IndexFolderError, StoreError
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.usage import Usage, peak_rss_mb
 from multihop_rag.method import Answer, Method, MethodIndex, Models, source_hash
 
@@ -55,10 +56,13 @@ class Entry:
 
     method: Method
     config: BaseModel
+    budget_of: str | None = None
+    """Naive RAG as a control: read as many tokens per question as this method's evidence holds on average
+    (its results in the same folder; set just before this entry runs). Named ``naive@<method>``."""
 
     @property
     def name(self) -> str:
-        return self.method.name
+        return f"{self.method.name}@{self.budget_of}" if self.budget_of else self.method.name
 
     def version(self) -> dict[str, Any]:
         """What makes this method's answers: its code and its settings."""
@@ -252,11 +256,17 @@ def evaluate(
     code or settings changed is re-run. Returns results and builds by method (every method the folder
     holds, so a run adding one reports all)."""
 
-    versions = {e.name: e.version() for e in entries}
+    versions = {e.name: e.version() for e in entries if e.budget_of is None}
     _check_setting(out, setting, versions)
     _set_aside_stale(out, versions)
     builds_path = out / "builds.json"
-    for entry in entries:
+    for listed in entries:
+        entry = _at_budget(listed, out) if listed.budget_of is not None else listed
+        if entry is None:  # a control whose method has not answered
+            continue
+        if entry.budget_of is not None:  # its settings are known only now
+            _check_setting(out, setting, {entry.name: entry.version()})
+            _set_aside_stale(out, {entry.name: entry.version()})
         answered = {r.id for r in read_results(out) if r.method == entry.name}
         unanswered = any(q.id not in answered for q in questions)
         index, _ = build(entry, passages, models, out, load=unanswered)
@@ -265,6 +275,24 @@ def evaluate(
         results, builds = _collect(out, questions, builds_path)
         write_report(out, results, builds, json.loads((out / "eval.json").read_text()))
     return _collect(out, questions, builds_path)
+
+
+def reading_budget(results: Sequence[Result]) -> int:
+    """A method's reading budget: the mean tokens of the evidence its answers were built from (rounded to 50,
+    so that a few more questions do not change the control's settings)."""
+    tokens = [sum(count_tokens(e["text"]) for e in r.evidence) for r in results]
+    return max(50, round(sum(tokens) / len(tokens) / 50) * 50) if tokens else 0
+
+
+def _at_budget(entry: Entry, out: Path) -> Entry | None:
+    """``entry`` with its reading budget set from its method's results in ``out``; None (and a warning) without any."""
+    measured = [r for r in read_results(out) if r.method == entry.budget_of]
+    if not measured:
+        logger.warning("%s: %s has no results in %s yet; run it first (list it before %s)", entry.name, entry.budget_of,
+                       out, entry.name)
+        return None
+    config = entry.config.model_copy(update={"reader_tokens": reading_budget(measured)})
+    return Entry(entry.method, type(entry.config).model_validate(config.model_dump()), entry.budget_of)
 
 
 def _collect(out: Path, questions: Sequence[Question], builds_path: Path) -> tuple[dict[str, list[Result]], dict[str, Any]]:

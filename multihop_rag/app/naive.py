@@ -29,6 +29,7 @@ from multihop_rag.corpus import Passage
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.langchain import LlamaIndexRetriever
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import Call, call
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_ids
@@ -55,6 +56,9 @@ class NaiveConfig(BaseModel):
     similarity_top_k: int = Field(5, ge=1, description="Chunks the LLM reads.")
     retrieve_k: int = Field(20, ge=1, description="Chunks returned as ranked evidence (recall@k up to this k).")
     max_output_tokens: int = Field(64, ge=1, description="Token cap of the answer.")
+    reader_tokens: int = Field(
+        0, ge=0, le=32_000, description="0: the LLM reads the top similarity_top_k chunks; more: it reads chunks in rank "
+        "order up to this many tokens (naive RAG at another method's reading budget, the fair control of a report).")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> NaiveConfig:
@@ -205,11 +209,29 @@ class NaiveRAG:
     def retrieve(self, question: str, k: int | None = None) -> list[NodeWithScore]:
         return self.index.as_retriever(similarity_top_k=k or self.config.retrieve_k).retrieve(question)
 
+    def _reading(self, hits: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        """What the LLM reads: the first ``similarity_top_k`` hits, or with ``reader_tokens`` the hits in rank
+        order while they fit that many tokens (at least one)."""
+        if not self.config.reader_tokens:
+            return list(hits[: self.config.similarity_top_k])
+        read: list[NodeWithScore] = []
+        used = 0
+        for hit in hits:
+            tokens = count_tokens(hit.node.get_content())
+            if read and used + tokens > self.config.reader_tokens:
+                break
+            read.append(hit)
+            used += tokens
+        return read
+
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
-        """Retrieve the top chunks and answer from the first ``similarity_top_k`` in a few words."""
+        """Retrieve the top chunks and answer from the first ``similarity_top_k`` (or the first ``reader_tokens``
+        tokens of them) in a few words."""
         started = time.perf_counter()
-        hits = self.retrieve(question)
-        read = hits[: self.config.similarity_top_k]
+        # chunks hold up to chunk_size tokens, often far fewer: retrieve deep enough to fill the budget
+        depth = max(self.config.retrieve_k, self.config.reader_tokens // 32 + 1)
+        hits = self.retrieve(question, depth)
+        read = self._reading(hits)
         if trace:
             for hit in read:
                 trace({"step": "retrieve", "title": hit.node.metadata.get("title", ""), "score": hit.score,
@@ -220,7 +242,7 @@ class NaiveRAG:
         return Answer(
             question=question,
             text=reply.text.strip(),
-            evidence=evidence_from_nodes(hits),
+            evidence=evidence_from_nodes(hits[: max(self.config.retrieve_k, len(read))]),
             seconds=time.perf_counter() - started,
             info={"read": len(read), "truncated": reply.truncated},
         )

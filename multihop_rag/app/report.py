@@ -137,10 +137,10 @@ def _seconds_per_query(rs: Sequence[Any]) -> str:
 
 
 def _paired(results: Mapping[str, Sequence[Any]], scored: Mapping[str, dict[str, dict[str, Any]]], method: str,
-            ids: set[str] | None = None) -> tuple[int, tuple[float, float, float], tuple[int, int, int]] | None:
-    if BASELINE not in scored or method == BASELINE:
+            ids: set[str] | None = None, baseline: str = BASELINE) -> tuple[int, tuple[float, float, float], tuple[int, int, int]] | None:
+    if baseline not in scored or method == baseline:
         return None
-    base = scored[BASELINE]
+    base = scored[baseline]
     pairs = [(scored[method][r.id]["f1"], base[r.id]["f1"]) for r in results[method]
              if r.id in base and (ids is None or r.id in ids)]
     if not pairs:
@@ -151,16 +151,38 @@ def _paired(results: Mapping[str, Sequence[Any]], scored: Mapping[str, dict[str,
     return len(pairs), paired_bootstrap_ci(a, b), (wins, len(pairs) - wins - losses, losses)
 
 
-def _words(method: str, paired: tuple[int, tuple[float, float, float], tuple[int, int, int]]) -> str:
+def _words(method: str, paired: tuple[int, tuple[float, float, float], tuple[int, int, int]], baseline: str = BASELINE) -> str:
     n, (mean, low, high), _ = paired
     if n < MIN_RESOLVED:
-        return (f"{method} vs naive: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: too few to resolve "
+        return (f"{method} vs {baseline}: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: too few to resolve "
                 f"(fewer than {MIN_RESOLVED}).")
     if low > 0:
-        return f"{method} is ahead of naive by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
+        return f"{method} is ahead of {baseline} by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
     if high < 0:
-        return f"{method} is behind naive by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
-    return f"{method} vs naive: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: not resolved (the interval spans 0)."
+        return f"{method} is behind {baseline} by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
+    return f"{method} vs {baseline}: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: not resolved (the interval spans 0)."
+
+
+def _at_budget_section(results: Mapping[str, Sequence[Any]], scored: Mapping[str, dict[str, dict[str, Any]]],
+                       versions: Mapping[str, Any]) -> list[str]:
+    """Each method against naive RAG reading as many tokens (``naive@<method>``): a win that naive at the same
+    budget matches is the budget's, not the method's."""
+    pairs = [(m, f"{BASELINE}@{m}") for m in results if f"{BASELINE}@{m}" in results]
+    if not pairs:
+        return []
+    lines = ["## Against naive at the same reading budget", "",
+             "naive@M reads chunks in rank order up to M's mean evidence tokens (M's own results, rounded to 50).", "",
+             "| method | reading budget (tokens) | n | ΔF1 vs naive@method (paired 95% CI) | W/T/L |", "|---|---|---|---|---|"]
+    sentences = []
+    for method, control in pairs:
+        paired = _paired(results, scored, method, baseline=control)
+        budget = versions.get(control, {}).get("config", {}).get("reader_tokens", "?")
+        if paired is None:
+            continue
+        n, (mean, low, high), wtl = paired
+        lines.append(f"| {method} | {budget} | {n} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] | {'/'.join(map(str, wtl))} |")
+        sentences.append(_words(method, paired, control))
+    return lines + [""] + sentences + [""]
 
 
 def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], setting: Mapping[str, Any]) -> str:
@@ -198,6 +220,7 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
             f"{_mean([r.llm_calls + r.cache_hits for r in rs]):.1f} |"
         )
     lines += [""] + sentences + [""]
+    lines += _at_budget_section(results, scored, versions)
 
     lines += ["## Answers", "",
               "HotpotQA EM and F1; acc: a gold answer contained in the answer (countries and demonyms as one); "
