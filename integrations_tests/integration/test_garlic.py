@@ -12,6 +12,7 @@ import torch
 
 from integrations_tests.integration.conftest import tiny_corpus
 from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention
+from llama_index_garlic.attention import IMPLEMENTATION
 from multihop_rag.serving import bundled
 
 CONFIG = GarlicConfig(n_s=640, summary_tokens=128, chunk_size=150, search_window=2048)
@@ -20,10 +21,12 @@ CONFIG = GarlicConfig(n_s=640, summary_tokens=128, chunk_size=150, search_window
 
 @pytest.fixture(scope="module")
 def attention():
-    return TransformersAttention.from_pretrained(bundled.FAST_LLM_ALIAS)
+    return TransformersAttention.from_pretrained(bundled.FAST_LLM_ALIAS, dtype="float32")  # exact, for the comparisons
 
 
-def test_hooked_attention_equals_output_attentions_averaged(attention):
+def test_attention_of_the_reply_rows_equals_eager_output_attentions_averaged(attention):
+    """The memory-flat capture (fused attention, probabilities of the reply's rows only, the last logit only)
+    gives what eager attention's full ``output_attentions`` give, averaged over heads and layers."""
     prompt = "Summary the following information.\n* Kesh Bridge spans the Orrin River.\n* Tomas Halvard built it.\n"
     reply = "* Tomas Halvard built the Kesh Bridge over the Orrin River."
     inputs = ["Kesh Bridge spans the Orrin River.", "Tomas Halvard built it."]
@@ -32,8 +35,12 @@ def test_hooked_attention_equals_output_attentions_averaged(attention):
 
     rendered = attention._render([{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}])
     ids, offsets = attention._encode(rendered)
-    with torch.no_grad():
-        out = attention.model(input_ids=torch.tensor([ids]), output_attentions=True)
+    attention.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = attention.model(input_ids=torch.tensor([ids]), output_attentions=True)
+    finally:
+        attention.model.set_attn_implementation(IMPLEMENTATION)
     mean = torch.stack([layer[0].mean(0) for layer in out.attentions]).mean(0).numpy()  # layers, heads
 
     def tokens(needle, start):
@@ -44,6 +51,19 @@ def test_hooked_attention_equals_output_attentions_averaged(attention):
     rows = tokens(outputs[0], start + len(prompt))
     expected = [mean[np.ix_(rows, tokens(text, start))].mean() for text in inputs]
     np.testing.assert_allclose(edges[0], expected, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_bfloat16_weights_give_the_float32_edges(attention):
+    """The default precision halves the weights' memory and keeps the edges (issue 41)."""
+    inputs = [f"Passage {i}: the town of Vell{i} lies on the river Orr{i}, founded by the miller Tam{i}." for i in range(8)]
+    prompt = "Summarize the passages into information points.\n\n" + "\n".join(inputs)
+    outputs = [f"Vell{i} lies on the river Orr{i} and was founded by Tam{i}." for i in range(0, 8, 2)]
+    reply = "\n".join(f"* {o}" for o in outputs)
+    exact = attention.summary_edges(prompt, reply, inputs, outputs)
+    half = TransformersAttention.from_pretrained(bundled.FAST_LLM_ALIAS).summary_edges(prompt, reply, inputs, outputs)
+    np.testing.assert_allclose(half, exact, rtol=0.02, atol=1e-4)
+    assert (half.argmax(axis=1) == exact.argmax(axis=1)).all()
 
 
 def test_kv_cache_gives_the_same_attention_for_a_fraction_of_the_tokens(attention):
