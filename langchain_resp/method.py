@@ -16,7 +16,6 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
-from pydantic import BaseModel
 
 from langchain_resp.config import ReSPConfig
 from langchain_resp.graph import build_resp_graph
@@ -113,9 +112,8 @@ class ReSPMethod:
     config_class = ReSPConfig
     source_packages = ("langchain_resp",)
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: ReSPConfig, *,
               overwrite: bool = False) -> ReSPIndex:
-        assert isinstance(config, ReSPConfig)
         prepare_folder(folder, self.name, FORMAT_VERSION, overwrite=overwrite, config=config.model_dump())
         store = langchain_chroma(folder / "chroma", COLLECTION, models.lc_embed)
         lc_delete_ids(store, lc_stored_ids(store))  # an unfinished build's passages
@@ -124,8 +122,7 @@ class ReSPMethod:
         write_manifest(folder, self.name, FORMAT_VERSION, status="done", passages=len(passages))
         return self._index(models, config, store, folder)
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> ReSPIndex:
-        assert isinstance(config, ReSPConfig)
+    def load(self, folder: Path, models: Models, config: ReSPConfig) -> ReSPIndex:
         read_manifest(folder, self.name, FORMAT_VERSION)
         store = langchain_chroma(folder / "chroma", COLLECTION, models.lc_embed)
         expected = set(json.loads((folder / "passages.json").read_text()))

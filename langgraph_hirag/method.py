@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel
 
 from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import FORMAT_VERSION, HierarchicalCorpus
@@ -114,16 +113,14 @@ class HiRAGMethod:
     config_class = HiRAGConfig
     source_packages = ("langgraph_hirag",)
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: HiRAGConfig, *,
               overwrite: bool = False) -> HiRAGIndex:
-        assert isinstance(config, HiRAGConfig)
         prepare_folder(folder, self.name, FORMAT_VERSION, overwrite=overwrite)
         # The folder is claimed: its store holds at most an unfinished build's chunks.
         corpus = HierarchicalCorpus.from_documents(passages, models.lc_embed, persist_dir=folder, overwrite=True)
         return HiRAGIndex(models.chat, corpus, config, folder)
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> HiRAGIndex:
-        assert isinstance(config, HiRAGConfig)
+    def load(self, folder: Path, models: Models, config: HiRAGConfig) -> HiRAGIndex:
         read_manifest(folder, self.name)
         return HiRAGIndex(models.chat, HierarchicalCorpus.from_persist_dir(folder, models.lc_embed), config, folder)
 

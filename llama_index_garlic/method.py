@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from llama_index_garlic.attention import AttentionModel, load_attention_model
 from llama_index_garlic.config import GarlicConfig
@@ -126,9 +126,8 @@ class GarlicMethod:
     config_class = GarlicSettings
     source_packages = ("llama_index_garlic",)
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: GarlicSettings, *,
               overwrite: bool = False) -> GarlicAnswerer:
-        assert isinstance(config, GarlicSettings)
         index = GarlicIndex.from_documents(
             [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed,
             attention_model=attention_for(config, models.llm_spec), config=config, persist_dir=folder, overwrite=overwrite,
@@ -136,14 +135,12 @@ class GarlicMethod:
         )
         return GarlicAnswerer(index, folder)
 
-    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+    def estimate(self, passages: Sequence[Passage], models: Models, config: GarlicSettings) -> BuildEstimate:
         """Calls and tokens of a build (:mod:`llama_index_garlic.estimate`)."""
-        assert isinstance(config, GarlicSettings)
         return estimate(passages, config, models.llm.metadata.context_window,
                         attention=attention_source(config, models.llm_spec) is not None)
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> GarlicAnswerer:
-        assert isinstance(config, GarlicSettings)
+    def load(self, folder: Path, models: Models, config: GarlicSettings) -> GarlicAnswerer:
         index = GarlicIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
                                              attention_model=attention_for(config, models.llm_spec),
                                              max_concurrency=models.max_concurrency)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore
-from pydantic import BaseModel
 
 from llama_index_k2rag.config import K2RAGConfig
 from llama_index_k2rag.estimate import estimate
@@ -99,21 +98,19 @@ class K2RAGMethod:
     config_class = K2RAGConfig
     source_packages = ("llama_index_k2rag",)
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: K2RAGConfig, *,
               overwrite: bool = False) -> K2RAGAnswerer:
-        assert isinstance(config, K2RAGConfig)
         index = K2RAGIndex.from_documents(
             [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed, config=config,
             persist_dir=folder, overwrite=overwrite, max_concurrency=models.max_concurrency,
         )
         return K2RAGAnswerer(index, folder)
 
-    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+    def estimate(self, passages: Sequence[Passage], models: Models, config: K2RAGConfig) -> BuildEstimate:
         """Calls and tokens of a build (:mod:`llama_index_k2rag.estimate`)."""
-        assert isinstance(config, K2RAGConfig)
         return estimate(passages, config)
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> K2RAGAnswerer:
+    def load(self, folder: Path, models: Models, config: K2RAGConfig) -> K2RAGAnswerer:
         index = K2RAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
                                             max_concurrency=models.max_concurrency)
         return K2RAGAnswerer(index, folder)

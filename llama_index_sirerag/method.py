@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore
-from pydantic import BaseModel
 
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.estimate import estimate
@@ -93,11 +92,10 @@ class SiReRAGMethod:
     def __init__(self, name: str, relatedness: bool, summary: str):
         self.name, self.relatedness, self.summary = name, relatedness, summary
 
-    def _config(self, config: BaseModel) -> SiReRAGConfig:
-        assert isinstance(config, SiReRAGConfig)
+    def _config(self, config: SiReRAGConfig) -> SiReRAGConfig:
         return config.model_copy(update={"relatedness": self.relatedness})
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: SiReRAGConfig, *,
               overwrite: bool = False) -> SiReRAGAnswerer:
         index = SiReRAGIndex.from_documents(
             [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed, config=self._config(config),
@@ -105,11 +103,11 @@ class SiReRAGMethod:
         )
         return SiReRAGAnswerer(index, folder)
 
-    def estimate(self, passages: Sequence[Passage], models: Models, config: BaseModel) -> BuildEstimate:
+    def estimate(self, passages: Sequence[Passage], models: Models, config: SiReRAGConfig) -> BuildEstimate:
         """Calls and tokens of a build (:mod:`llama_index_sirerag.estimate`)."""
         return estimate(passages, self._config(config))
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> SiReRAGAnswerer:
+    def load(self, folder: Path, models: Models, config: SiReRAGConfig) -> SiReRAGAnswerer:
         index = SiReRAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
                                               max_concurrency=models.max_concurrency)
         return SiReRAGAnswerer(index, folder)

@@ -18,7 +18,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -41,6 +41,9 @@ __all__ = [
     "Method",
     "source_hash",
 ]
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+"""A method's settings class."""
 
 
 @dataclass
@@ -170,8 +173,8 @@ class MethodIndex(Protocol):
 
 
 @runtime_checkable
-class Method(Protocol):
-    """A method as the application layer drives it."""
+class Method(Protocol[ConfigT]):
+    """A method as the application layer drives it, generic in its settings (``ConfigT``)."""
 
     name: str
     summary: str
@@ -180,18 +183,18 @@ class Method(Protocol):
     """Whether building its index calls the LLM. Such a method may also offer ``estimate(passages,
     models, config) -> multihop_rag.estimate.BuildEstimate``: its build's calls and tokens, counted
     without calling the LLM (``multihop-rag index --estimate``)."""
-    config_class: type[BaseModel]
+    config_class: type[ConfigT]
     """Its settings (``--set name.field=value`` on the command line)."""
     source_packages: tuple[str, ...]
     """Packages whose source decides its answers (the code version of an evaluation)."""
 
     def build(
-        self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *, overwrite: bool = False
+        self, passages: Sequence[Passage], models: Models, folder: Path, config: ConfigT, *, overwrite: bool = False
     ) -> MethodIndex:
         """Build the index into ``folder`` (resuming an interrupted build there) and persist it."""
         ...
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> MethodIndex:
+    def load(self, folder: Path, models: Models, config: ConfigT) -> MethodIndex:
         """Reload the index persisted in ``folder``."""
         ...
 
@@ -202,7 +205,7 @@ def source_hash(packages: Sequence[str]) -> str:
     for name in packages:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
-            continue
+            raise ModuleNotFoundError(f"no package {name!r} to hash: a method's source_packages must name its own code")
         root = Path(spec.origin).parent if spec.submodule_search_locations else Path(spec.origin)
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
         for path in files:

@@ -10,7 +10,7 @@ import pytest
 
 from integrations_tests.integration.conftest import tiny_corpus
 
-CLI = [sys.executable, "-m", "multihop_rag.cli"]
+CLI = [sys.executable, "-m", "multihop_rag.app.cli"]
 
 
 def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

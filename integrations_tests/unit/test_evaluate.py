@@ -80,7 +80,7 @@ class FakeMethod:
     summary = "a scripted method"
     builds = True
     config_class = FakeConfig
-    source_packages = ("multihop_rag.naive",)
+    source_packages = ("multihop_rag.app.naive",)
 
     def __init__(self, name: str, answers: dict[str, str], pool: int = 10, calls: int = 2, fail_at: int | None = None,
                  crash_build: bool = False, replayed: int = 0):
@@ -373,3 +373,14 @@ def test_naive_reads_chunks_in_rank_order_up_to_its_token_budget():
         answer = NaiveRAG(built.index, llm, NaiveConfig(reader_tokens=budget)).answer("How long is the Orrin River?")
         assert answer.info["read"] == min(read, 12), budget  # ~31 tokens a chunk; at least one is always read
         assert len(answer.evidence) >= answer.info["read"]
+
+
+def test_every_registered_method_hashes_code_that_exists():
+    """A method's code version covers its real source: a package name left behind by a move is an error, not
+    a constant hash that would keep stale answers."""
+    from multihop_rag.method import source_hash
+
+    for method in registry.available().values():
+        assert len(source_hash(method.source_packages)) == 12
+    with pytest.raises(ModuleNotFoundError, match="multihop_rag.naive"):
+        source_hash(["multihop_rag.naive"])

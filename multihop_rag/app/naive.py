@@ -263,15 +263,14 @@ class NaiveMethod:
     summary = "dense top-5 chunks, one answer call: the baseline"
     builds = False
     config_class = NaiveConfig
-    source_packages = ("multihop_rag.naive",)
+    source_packages = ("multihop_rag.app.naive",)
 
-    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: BaseModel, *,
+    def build(self, passages: Sequence[Passage], models: Models, folder: Path, config: NaiveConfig, *,
               overwrite: bool = False) -> NaiveRAG:
-        assert isinstance(config, NaiveConfig)
         return NaiveRAG.build(passages, llm=models.llm, embed_model=models.embed, folder=folder, config=config,
                               overwrite=overwrite)
 
-    def load(self, folder: Path, models: Models, config: BaseModel) -> NaiveRAG:
+    def load(self, folder: Path, models: Models, config: NaiveConfig) -> NaiveRAG:
         return NaiveRAG.load(folder, llm=models.llm, embed_model=models.embed)
 
 

@@ -124,7 +124,7 @@ class LlamaCppServer:
         with _listening_socket() as sock:
             self.port = int(sock.getsockname()[1])
             command = [
-                sys.executable, "-m", "multihop_rag.llamacpp_server",
+                sys.executable, "-m", "multihop_rag.serving.llamacpp_server",
                 "--model", self.model_path, "--alias", self.alias, "--fd", str(sock.fileno()), "--n-ctx", str(self.n_ctx),
                 "--parent-pid", str(os.getpid()),
             ]  # fmt: skip
