@@ -22,7 +22,7 @@ from langchain_resp.graph import build_resp_graph
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import StoreError
 from multihop_rag.frameworks.langgraph import stream_run
-from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 from multihop_rag.stores import langchain_chroma, lc_delete_ids, lc_stored_ids
 
@@ -88,7 +88,7 @@ class ReSPIndex:
         report.added = [i for i in wanted if i not in hashes]
         lc_delete_ids(self.store, report.removed + report.changed)
         _add(self.store, [wanted[i] for i in report.changed + report.added])
-        (self.folder / "passages.json").write_text(json.dumps({i: _hash(p) for i, p in wanted.items()}))
+        write_atomic(self.folder / "passages.json", json.dumps({i: _hash(p) for i, p in wanted.items()}))
         report.seconds = time.perf_counter() - started
         return report
 
@@ -118,7 +118,7 @@ class ReSPMethod:
         store = langchain_chroma(folder / "chroma", COLLECTION, models.lc_embed)
         lc_delete_ids(store, lc_stored_ids(store))  # an unfinished build's passages
         _add(store, passages)
-        (folder / "passages.json").write_text(json.dumps({p.id: _hash(p) for p in passages}))
+        write_atomic(folder / "passages.json", json.dumps({p.id: _hash(p) for p in passages}))
         write_manifest(folder, self.name, FORMAT_VERSION, status="done", passages=len(passages))
         return self._index(models, config, store, folder)
 

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
-from multihop_rag.indexing.persistence import read_manifest, write_manifest
+from multihop_rag.indexing.persistence import read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens
 from multihop_rag.stores import (
     copy_langchain_chroma,
@@ -311,9 +311,7 @@ class HierarchicalCorpus:
 
         folder = Path(persist_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "documents.jsonl").open("w") as fh:
-            for doc in self.documents:
-                fh.write(json.dumps(asdict(doc)) + "\n")
+        write_atomic(folder / "documents.jsonl", "".join(json.dumps(asdict(doc)) + "\n" for doc in self.documents))
         self.titles_index.save(str(folder / "titles_bm25"), show_progress=False)
         kind = "chroma" if isinstance(self.vector_store, Chroma) else type(self.vector_store).__name__
         write_manifest(folder, "hirag", FORMAT_VERSION, chunk_size=self.chunk_size, profiles=self.profiles,

@@ -8,6 +8,7 @@ it was summarized from; the edges leaving each higher node sum to 1 (Appendix B.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+
+from multihop_rag.indexing.persistence import write_atomic
 
 __all__ = ["GraphNode", "SummaryGraph", "normalize_edges", "position_weighted", "next_node_scores", "node_id"]
 
@@ -159,8 +162,10 @@ class SummaryGraph:
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         payload = {"edge_source": self.edge_source, "nodes": [asdict(n) for n in self.nodes], "edges": self.edges}
-        (folder / "graph.json").write_text(json.dumps(payload))
-        np.save(folder / "embeddings.npy", self.embeddings.astype(np.float32))
+        write_atomic(folder / "graph.json", json.dumps(payload))
+        buffer = io.BytesIO()
+        np.save(buffer, self.embeddings.astype(np.float32))
+        write_atomic(folder / "embeddings.npy", buffer.getvalue())
 
     @classmethod
     def load(cls, folder: Path) -> SummaryGraph:

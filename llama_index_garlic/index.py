@@ -37,7 +37,7 @@ from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
-from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
@@ -334,7 +334,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             "last_update": self.last_update,
             "llm": (self.llm.usage + self._llm_before).as_dict(),
         }
-        (folder / "garlic.json").write_text(json.dumps(payload))
+        write_atomic(folder / "garlic.json", json.dumps(payload))
         attention = self.attention_model.name if self.attention_model is not None else None
         write_manifest(folder, "garlic", FORMAT_VERSION, status="done", config=self.config.model_dump(),
                        attention_model=attention, vector_store=type(self.vector_store).__name__, index_id=self.index_id,

@@ -30,6 +30,7 @@ from llama_index.core.indices.vector_store import VectorStoreIndex
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from scipy import sparse
 
+from multihop_rag.indexing.persistence import write_atomic
 from multihop_rag.stores import stored_embeddings
 
 __all__ = ["SparseStore", "HybridRetriever", "hybrid_score"]
@@ -100,7 +101,7 @@ class SparseStore:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.bm25.save(str(folder / "bm25"), show_progress=False)
-        (folder / "ids.json").write_text(json.dumps([n.node_id for n in self.nodes]))
+        write_atomic(folder / "ids.json", json.dumps([n.node_id for n in self.nodes]))
 
     @classmethod
     def load(cls, folder: str | Path, nodes: dict[str, BaseNode]) -> SparseStore:

@@ -47,7 +47,7 @@ from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQue
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
 from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
-from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.concurrency import map_bounded
@@ -356,7 +356,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             self.kg.persist(folder / "kg")
         payload = {"documents": self.documents, "stages": self._stages.figures, "last_update": self.last_update,
                    "llm": (self.llm.usage + self._llm_before).as_dict()}
-        (folder / "k2rag.json").write_text(json.dumps(payload))
+        write_atomic(folder / "k2rag.json", json.dumps(payload))
         write_manifest(folder, "k2rag", FORMAT_VERSION, status="done", config=self.config.model_dump(),
                        summarizer=self.summarizer.name, kg=getattr(self.kg, "name", None),
                        vector_store=type(self.vector_store).__name__, dense_index_id=self._dense.index_id,

@@ -56,7 +56,7 @@ from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
 from multihop_rag.indexing.clustering import cluster
-from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.concurrency import CallLimit, side_by_side
@@ -458,7 +458,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         payload = {"nodes": nodes, "documents": self.documents, "propositions": self.propositions,
                    "skipped": self.skipped, "failures": self.failures, "stages": self._stages.figures,
                    "structured": self.structured.as_dict(), "last_update": self.last_update, "llm": self._llm_spent().as_dict()}
-        (folder / "sirerag.json").write_text(json.dumps(payload))
+        write_atomic(folder / "sirerag.json", json.dumps(payload))
         store = type(self.vector_store).__name__
         write_manifest(folder, self.config.method_name, FORMAT_VERSION, status="done", config=self.config.model_dump(),
                        vector_store=store, pool_index_id=self._pool.index_id, index_id=self.index_id,

@@ -479,3 +479,29 @@ def test_a_fresh_checkout_replays_a_committed_call_cache_and_makes_no_call_it_fi
     builds = json.loads((clone / "builds.json").read_text())
     assert builds["raptor"]["llm_calls"] == 0 and builds["raptor"]["cache_hits"] > 0
     assert "(2 of 2 calls cached)" in out
+
+
+def test_every_index_state_file_is_written_through_write_atomic():
+    """Issue 39 #6: no state file of a store is written with a plain ``write_text`` / ``np.save`` (a crash
+    mid-write would leave half a file); binary state (GARLIC's embeddings) goes through the same rename."""
+    import inspect
+
+    import langchain_resp.method
+    import langgraph_hirag.corpus
+    import llama_index_garlic.graph
+    import llama_index_garlic.index
+    import llama_index_k2rag.hybrid
+    import llama_index_k2rag.index
+    import llama_index_sirerag.index
+    from multihop_rag.indexing.persistence import write_atomic
+
+    for module in (llama_index_garlic.graph, llama_index_garlic.index, llama_index_k2rag.hybrid, llama_index_k2rag.index,
+                   llama_index_sirerag.index, langchain_resp.method, langgraph_hirag.corpus):
+        source = inspect.getsource(module)
+        assert ".write_text(" not in source and "np.save(folder" not in source and '.open("w")' not in source, module
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_atomic(Path(folder) / "e.npy", b"\x93NUMPY")
+        assert (Path(folder) / "e.npy").read_bytes() == b"\x93NUMPY"

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from multihop_rag.app.report import write_report
 from multihop_rag.corpus import Passage, Question
 from multihop_rag.errors import EvalSettingError, IndexFolderError, StoreError
+from multihop_rag.indexing.persistence import write_atomic
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.usage import Usage, peak_rss_mb
 from multihop_rag.method import Answer, Method, MethodIndex, Models, source_hash
@@ -136,7 +137,7 @@ def _set_aside_stale(out: Path, versions: dict[str, dict[str, Any]]) -> None:
     logger.warning("set aside %d result lines of changed methods (%s)", len(stale), sorted({r.method for r in stale}))
     with (out / "results.stale.jsonl").open("a") as fh:
         fh.writelines(json.dumps(asdict(r)) + "\n" for r in stale)
-    (out / "results.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in current))
+    write_atomic(out / "results.jsonl", "".join(json.dumps(asdict(r)) + "\n" for r in current))
 
 
 def run(
@@ -200,7 +201,7 @@ def build(
     if record and not resumed and folder.exists():
         shutil.rmtree(folder)  # another version's index
     builds[entry.name] = {"status": "started", "version": version}
-    path.write_text(json.dumps(builds, indent=1))
+    write_atomic(path, json.dumps(builds, indent=1))
     before, started = models.usage(), time.perf_counter()
     index = entry.method.build(passages, models, folder, entry.config, overwrite=True)  # the folder is the evaluation's
     spent, seconds = models.usage() - before, time.perf_counter() - started
@@ -220,7 +221,7 @@ def build(
         "pool_size": stats.get("pool_size", len(passages)),
         "stats": stats,
     }
-    path.write_text(json.dumps(builds, indent=1, default=str))
+    write_atomic(path, json.dumps(builds, indent=1, default=str))
     return index, builds[entry.name]
 
 
@@ -235,7 +236,7 @@ def _check_setting(out: Path, setting: dict[str, Any], versions: dict[str, dict[
         )
     out.mkdir(parents=True, exist_ok=True)
     methods = {**before.get("methods", {}), **versions}
-    path.write_text(json.dumps({**setting, "methods": methods}, indent=1))
+    write_atomic(path, json.dumps({**setting, "methods": methods}, indent=1))
 
 
 def evaluate(

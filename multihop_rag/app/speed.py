@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from multihop_rag.estimate import Speed
+from multihop_rag.indexing.persistence import write_atomic
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import Call, call
 from multihop_rag.serving import bundled
@@ -51,5 +52,5 @@ def measure_speed(llm: Any, identity: str, *, cache_file: Path | None = None, re
     )
     known[identity] = asdict(speed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(known, indent=1))
+    write_atomic(path, json.dumps(known, indent=1))
     return speed

@@ -29,14 +29,14 @@ LOCK = ".multihop_rag.lock"
 log = logging.getLogger(__name__)
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half of one:
-    a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` so that a reader (or a crash) sees the old file or the new one,
+    never half of one: a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
     target = Path(path)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data.encode("utf-8") if isinstance(data, str) else data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)
