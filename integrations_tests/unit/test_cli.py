@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -505,3 +506,19 @@ def test_every_index_state_file_is_written_through_write_atomic():
     with tempfile.TemporaryDirectory() as folder:
         write_atomic(Path(folder) / "e.npy", b"\x93NUMPY")
         assert (Path(folder) / "e.npy").read_bytes() == b"\x93NUMPY"
+
+
+def test_a_read_only_store_is_queried_from_a_private_copy_and_left_untouched(capsys, docs, tmp_path, fake_models,
+                                                                           monkeypatch):
+    """Issue 39 #6: Chroma writes to its database to open it, so a read-only store (a read-only mount; checked by
+    hand on one, with the 0.5B) is read from a private copy, removed afterwards."""
+    import os
+
+    store = tmp_path / "s"
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()}
+    writable = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **k: False if Path(path) == store else writable(path, mode, **k))
+    code, out, err = run(capsys, "ask", "Which river?", "--store", str(store))
+    assert code == 0 and "A: Orrin River" in out, err
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()} == before

@@ -28,8 +28,8 @@ from multihop_rag.errors import CorpusError, MultihopRagError, StoreError, Usage
 from multihop_rag.indexing.persistence import (
     MANIFEST,
     read_manifest,
+    readable_store,
     reset_store,
-    settled_store,
     store_lock,
     undo_cut_update,
     undoable_update,
@@ -247,7 +247,11 @@ def _short(value: Any, width: int = 140) -> str:
 def _ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise UsageError("an empty question: write the question to answer, in quotes")
-    folder = settled_store(_store_folder(args.store))  # never a half-updated store
+    with readable_store(_store_folder(args.store)) as folder:  # never a half-updated store; a read-only one as a copy
+        return _ask_store(args, folder)
+
+
+def _ask_store(args: argparse.Namespace, folder: Path) -> int:
     manifest = read_manifest(folder)
     built = manifest.get("cli_method") or manifest["method"]
     method_name = args.method or built

@@ -22,7 +22,8 @@ from filelock import FileLock, Timeout
 from multihop_rag.errors import IndexFolderError
 
 __all__ = ["MANIFEST", "LOCK", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
-           "store_lock", "reset_store", "CALL_CACHE", "undoable_update", "undo_cut_update", "settled_store"]
+           "store_lock", "reset_store", "CALL_CACHE", "undoable_update", "undo_cut_update", "settled_store",
+           "readable_store"]
 
 MANIFEST = "multihop_rag.json"
 LOCK = ".multihop_rag.lock"
@@ -184,6 +185,22 @@ def settled_store(folder: str | Path) -> Path:
     finally:
         lock.release()
     return path
+
+
+@contextmanager
+def readable_store(folder: str | Path) -> Iterator[Path]:
+    """The folder to read ``folder``'s index from (:func:`settled_store`); for a store this process cannot write
+    (a read-only mount or folder: Chroma writes to its database to open it), a private copy of it, removed
+    afterwards (copying costs a read of the store's files, no model call)."""
+    path = settled_store(folder)
+    if not path.is_dir() or os.access(path, os.W_OK):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="multihop-rag-read-only-") as temporary:
+        copy = Path(temporary) / path.name
+        shutil.copytree(path, copy, ignore=shutil.ignore_patterns(LOCK, SNAPSHOT, f"{CALL_CACHE}*"))
+        log.info("%s is read-only: reading a private copy", path)
+        yield copy
 
 
 def write_manifest(folder: str | Path, method: str, format_version: int, **fields: Any) -> dict[str, Any]:
