@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import multihop_rag
 from integrations_tests.integration.conftest import FAST_LLM, SETTINGS
 from integrations_tests.ollama_stub import ScriptedOllama
 from integrations_tests.openai_stub import SlotServer, stand_in_reply
@@ -126,7 +127,7 @@ def test_every_method_on_the_real_model_in_process(method_name, tmp_path):
 @pytest.mark.parametrize("server", ["ollama", "openai"])
 def test_the_issue_command_k2rag_index_exits_0_on_both_servers(server, servers, tmp_path, capsys):
     """``multihop-rag index multihop_rag/data/demo_corpus.jsonl --store ./k --method k2rag --llm ollama:MODEL``."""
-    corpus = Path(cli.__file__).parent / "data" / "demo_corpus.jsonl"
+    corpus = Path(multihop_rag.__file__).parent / "data" / "demo_corpus.jsonl"
     argv = ["index", str(corpus), "--store", str(tmp_path / "k"), "--method", "k2rag", "--llm", servers[server],
             "--embed", "st:default", "--yes"]
     assert cli.main(argv) == 0
