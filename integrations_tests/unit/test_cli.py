@@ -522,3 +522,13 @@ def test_a_read_only_store_is_queried_from_a_private_copy_and_left_untouched(cap
     code, out, err = run(capsys, "ask", "Which river?", "--store", str(store))
     assert code == 0 and "A: Orrin River" in out, err
     assert {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()} == before
+
+
+def test_an_atomic_write_keeps_the_permissions_a_plain_write_would_give(tmp_path):
+    from multihop_rag.indexing.persistence import write_atomic
+
+    plain, atomic = tmp_path / "plain.json", tmp_path / "atomic.json"
+    plain.write_text("{}")
+    write_atomic(atomic, "{}")
+    assert atomic.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["atomic.json", "plain.json"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import sqlite3
 import tempfile
@@ -34,7 +35,8 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` so that a reader (or a crash) sees the old file or the new one,
     never half of one: a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the user's umask, as a plain write
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data.encode("utf-8") if isinstance(data, str) else data)
