@@ -3,6 +3,7 @@
 Algorithm 1 of the paper, node by node::
 
     start -> retrieve -> summarize -> (bound reached?) -> generate
+                                      (before round min_iterations) -> plan
                                       judge -> Yes -> generate
                                             -> No  -> plan -> (repeated twice?) -> generate
                                                            -> retrieve
@@ -14,7 +15,8 @@ Algorithm 1 of the paper, node by node::
   question goes to the global evidence memory; from round two on, an answer to the current
   sub-question (or "No") goes, with the sub-question, to the local pathway memory.
 - ``judge``: can the combined memory answer the question? A constrained Yes/No; an unreadable
-  answer counts as No and is counted in ``judge_failures``.
+  answer counts as No and is counted in ``judge_failures``. Asked from round ``min_iterations`` on
+  (ours; 1, the paper's, asks after every round).
 - ``plan``: the next sub-question (Algorithm 1 line 10: "distinct from previously retrieved
   sub-questions"). A plan that repeats or paraphrases the question or an earlier sub-question
   (:func:`~multihop_rag.frameworks.langgraph.repeated`, ``repeat_threshold``) leads to one re-plan that names the
@@ -204,8 +206,11 @@ def resp_state_graph(
             update["truncated"] += local_cut
         return update
 
-    def after_summarize(state: ReSPState) -> Literal["judge", "generate"]:
-        return "generate" if state["iterations"] >= run_settings(default).max_iterations else "judge"
+    def after_summarize(state: ReSPState) -> Literal["judge", "plan", "generate"]:
+        settings = run_settings(default)
+        if state["iterations"] >= settings.max_iterations:
+            return "generate"
+        return "judge" if state["iterations"] >= settings.min_iterations else "plan"
 
     def judge(state: ReSPState) -> Dialogue[dict[str, Any]]:
         stats = StructuredStats()

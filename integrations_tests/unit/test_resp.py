@@ -85,6 +85,19 @@ def test_loop_stops_at_max_iterations_and_goes_straight_to_generate():
     assert script.calls.count("judge") == 2 and script.calls.count("plan") == 2
 
 
+def test_the_judge_is_first_asked_after_min_iterations_rounds():
+    """A judge's early "Yes" is not asked for before round ``min_iterations``: round 1 plans at once."""
+    script = Script(judge=("Yes",))
+    state = run(script, min_iterations=2)
+    assert script.calls == ["global", "plan", "global", "local", "judge", "generate"]
+    assert state["iterations"] == 2 and state["stop_reason"] == "sufficient"
+
+
+def test_min_iterations_above_max_iterations_is_refused():
+    with pytest.raises(ValueError, match="min_iterations"):
+        ReSPConfig(min_iterations=4, max_iterations=3)
+
+
 def test_a_repeated_plan_is_replanned_once_and_a_second_repeat_ends_the_loop():
     script = Script(judge=("No",), plan=("Who is Tomas Halvard?", "who is tomas halvard"), names=("",))
     state = run(script, max_iterations=5)
