@@ -10,13 +10,8 @@ Not the GraphRAG variant of the same name.
 
 from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus, TitledDocument
-from langgraph_hirag.graph import (
-    ROLES,
-    build_hirag_graph,
-    build_hirag_retrieval_graph,
-    fallback_probability,
-    hirag_state_graph,
-)
+from langgraph_hirag.graph import ROLES, build_hirag_graph, build_hirag_retrieval_graph, hirag_state_graph
+from langgraph_hirag.retrieval import RetrievalNodes, fallback_probability
 from langgraph_hirag.retriever import HiRAGRetriever
 from langgraph_hirag.state import Attempt, HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
 
@@ -35,4 +30,5 @@ __all__ = [
     "Attempt",
     "ROLES",
     "fallback_probability",
+    "RetrievalNodes",
 ]

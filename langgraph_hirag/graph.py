@@ -62,12 +62,9 @@ question); the Summarizer here answers once.
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
@@ -76,11 +73,20 @@ from langgraph.types import Checkpointer, Overwrite
 
 from langgraph_hirag import prompts
 from langgraph_hirag.config import HiRAGConfig
-from langgraph_hirag.corpus import HierarchicalCorpus, base_title
-from langgraph_hirag.state import Attempt, HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
+from langgraph_hirag.corpus import HierarchicalCorpus
+from langgraph_hirag.replies import (
+    LINE,
+    NEXT_EXAMPLE,
+    copies_example,
+    final_line,
+    first_line,
+    names_example_entity,
+    said_enough,
+)
+from langgraph_hirag.retrieval import RetrievalNodes
+from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
 from multihop_rag.frameworks.langgraph import dialogue_node, run_settings, word_overlap
-from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.llm.structured import label_dialogue
+from multihop_rag.llm.calls import Call, Dialogue
 from multihop_rag.metrics import normalize_answer
 
 __all__ = [
@@ -88,102 +94,11 @@ __all__ = [
     "hirag_state_graph",
     "build_hirag_graph",
     "build_hirag_retrieval_graph",
-    "fallback_probability",
-    "fallback_draw",
-    "tied_titles",
     "evidence_notes",
 ]
 
 ROLES = ("decomposer", "verifier", "answerer")
 """The model roles; the builders take one chat model or a dict by role."""
-
-
-def fallback_probability(t: int, m: int) -> float:
-    """Eq. (7): y = (t/m)², t = rethink rounds done."""
-    return min(1.0, (t / m) ** 2)
-
-
-def fallback_draw(seed: int, question: str, sub_question: str, t: int) -> float:
-    """A uniform number in [0, 1), fixed by its inputs (no shared RNG state across runs or resumes)."""
-    digest = hashlib.sha256(f"{seed}\x1f{question}\x1f{sub_question}\x1f{t}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def tied_titles(entity: str, ranked: Sequence[tuple[str, float]], reference: float | None = None) -> list[str]:
-    """Titles equal to ``entity`` up to a disambiguation, or tying ``reference`` (default: the best BM25 score)."""
-    if not ranked:
-        return []
-    wanted = base_title(entity)
-    score = ranked[0][1] if reference is None else reference
-    return [t for t, s in ranked if base_title(t) == wanted or abs(s - score) <= score * 1e-6]
-
-
-LINE = ["\n"]
-"""Stop sequence for one-line outputs (entity, sub-question, rewrite, short answer)."""
-NEXT_EXAMPLE = ["\nQuestion:", "\nInput:"]
-"""Stop sequences that keep a small model from writing further few-shot examples."""
-
-_ANSWER_LINE = re.compile(r"^\W*answer\s*(?:the question)?\s*:\s*(.*)$", re.IGNORECASE)
-_PREFIX = re.compile(
-    r"^\W*(?:\d+(?:st|nd|rd|th)\s+)?(?:simple question|sub-?question|question|entity|output|rewritten question)\s*:\s*",
-    re.IGNORECASE,
-)
-_UNKNOWN = re.compile(r"^\W*(unknown|i don'?t know|not (?:given|known|mentioned)|none)\W*$", re.IGNORECASE)
-
-
-def final_line(reply: Reply) -> str:
-    """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
-    cap before its "Answer:" line has no answer: ""."""
-    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        match = _ANSWER_LINE.match(line)
-        if match and match.group(1).strip():
-            return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
-    return "" if reply.truncated or not lines else lines[-1]
-
-
-def first_line(reply: Reply) -> str:
-    """The first line without a "Question:"-like prefix; a reply cut on its only line: ""."""
-    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
-    if not lines or (reply.truncated and len(lines) == 1):
-        return ""
-    return _PREFIX.sub("", lines[0]).strip().strip('"').strip()
-
-
-def is_unknown(answer: str) -> bool:
-    return not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
-
-
-def said_enough(text: str) -> bool:
-    """Whether a Decomposer turn ends the decomposition ("That's enough.")."""
-    return "that's enough" in text.lower().replace("’", "'") or text.strip().lower().rstrip(".!") == "enough"
-
-
-_EXAMPLE_ANSWERS = {normalize_answer(a) for a in prompts.EXAMPLE_ANSWERS}
-_EXAMPLE_ENTITIES = {normalize_answer(e) for e in prompts.EXAMPLE_ENTITIES}
-
-
-def copies_example(answer: str) -> bool:
-    """Whether ``answer`` is a few-shot example's answer (a small model copying the prompt)."""
-    return bool(answer.strip()) and normalize_answer(answer) in _EXAMPLE_ANSWERS
-
-
-def names_example_entity(text: str, context: str) -> bool:
-    """Whether ``text`` names a few-shot example's made-up entity that ``context`` (the question and the
-    sub-answers so far) does not: a small model copying the prompt."""
-    padded, known = f" {normalize_answer(text)} ", f" {normalize_answer(context)} "
-    return any(f" {e} " in padded and f" {e} " not in known for e in _EXAMPLE_ENTITIES)
-
-
-def _entity(extracted: str, sub_question: str) -> str:
-    """The extracted entity, or the sub-question itself when the entity shares no word with it
-    (a small model copying a few-shot example), so BM25 still searches the titles with its words."""
-    words = set(normalize_answer(sub_question).split())
-    return extracted if extracted and words & set(normalize_answer(base_title(extracted)).split()) else sub_question
-
-
-def _knowledge(profile: str, chunk: str) -> str:
-    return profile if chunk.strip() in profile else f"{profile}\n{chunk}"
 
 
 def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
@@ -242,213 +157,6 @@ def _per_question_reset() -> dict[str, Any]:
         **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
-
-
-def _add_retrieval_nodes(
-    graph: StateGraph[Any, Any, Any, Any], models: dict[str, BaseChatModel], corpus: HierarchicalCorpus, default: HiRAGConfig,
-    after_record: str
-) -> None:
-    """The Retriever and Filter of HiRAG (§4.3-4.4) for ``state["current"]``, ending in ``record``."""
-
-    def ask(role: str, prompt: str | list[BaseMessage], stop: list[str]) -> Call:
-        return Call(models[role], prompt, max_tokens=run_settings(default).max_output_tokens, stop=stop)
-
-    def answer_once(prompt: str, stop: list[str], read: Callable[[Reply], str], flagged: list[str]) -> Dialogue[tuple[str, int, int]]:
-        """Ask the answerer; an answer copied from an example is flagged and asked again once (a second
-        copy is dropped). Returns (answer, calls, truncated replies)."""
-        reply = yield ask("answerer", prompt, stop)
-        answer, calls, cut = read(reply), 1, int(reply.truncated)
-        if copies_example(answer):
-            flagged.append(answer)
-            reply = yield ask("answerer", prompt + prompts.NOT_THE_EXAMPLE, stop)
-            answer, calls, cut = read(reply), 2, cut + int(reply.truncated)
-            if copies_example(answer):
-                flagged.append(answer)
-                answer = ""
-        return answer, calls, cut
-
-    def judge(response: str, sub_question: str, knowledge: str = "") -> Dialogue[str]:
-        if is_unknown(response):
-            return "no"
-        if knowledge and run_settings(default).verify_reads_chunk:
-            prompt = prompts.CAN_ANSWER_FROM.format(knowledge=knowledge, response=response, question=sub_question)
-        else:
-            prompt = prompts.CAN_ANSWER.format(response=response, question=sub_question)
-        label = yield from label_dialogue(models["verifier"], prompt, ("yes", "no"), default="no")
-        return label
-
-    def extract_entity(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        reply = yield ask("answerer", prompts.EXTRACT_ENTITY.format(question=state["current"]), LINE)
-        return {
-            "entity": _entity(first_line(reply), state["current"]),
-            "candidates": [],
-            "tied": [],
-            "doc_rank": 0,
-            "chunk_rank": 0,
-            "level": "first",
-            "attempts": [],
-            "outcome": "",
-            "fallback": False,
-            "rewritten": None,
-            "rewrite_hits": [],
-            "response": "",
-            "llm_calls": 1,
-            "truncated": int(reply.truncated),
-        }
-
-    def retrieve_document(state: HiRAGState) -> dict[str, Any]:
-        ranked = dict(corpus.rank_titles(state["entity"], run_settings(default).title_candidates))
-        # A rethink keeps the first attempt's ranking; doc_rank says which document is in use.
-        candidates = state["candidates"] if state.get("attempts") else list(ranked)
-        untried = [(t, ranked[t]) for t in candidates[state.get("doc_rank", 0) :] if t in ranked]
-        reference = untried[0][1] if untried else None
-        return {"candidates": candidates, "tied": tied_titles(state["entity"], untried, reference)}
-
-    def after_retrieve_document(state: HiRAGState) -> Literal["retrieve_chunk", "rewrite"]:
-        # Algorithm 1 lines 20-23: the test runs at every attempt t.
-        if not state["candidates"] or len(state["tied"]) > run_settings(default).th1:
-            return "rewrite"
-        return "retrieve_chunk"
-
-    def retrieve_chunk(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        title = state["candidates"][state["doc_rank"]]
-        chunks: list[Document] = yield Effect(
-            lambda: corpus.rank_chunks(title, state["current"]), lambda: corpus.arank_chunks(title, state["current"])
-        )
-        chunk = chunks[min(state["chunk_rank"], len(chunks) - 1)] if chunks else Document(page_content="")
-        attempt: Attempt = {
-            "attempt": len(state["attempts"]) + 1,
-            "level": state["level"],
-            "title": title,
-            "chunk_id": str(chunk.id or ""),
-            "chunk_rank": state["chunk_rank"],
-            "doc_rank": state["doc_rank"],
-            "response": "",
-            "verified": False,
-            "internal": None,
-        }
-        profile = corpus.document(title).profile if run_settings(default).use_profiles else ""
-        knowledge = _knowledge(profile, chunk.page_content) if profile else chunk.page_content
-        return {"attempts": [*state["attempts"], attempt], "knowledge": knowledge}
-
-    def verify(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        settings = run_settings(default)
-        sub_question = state["current"]
-        flagged: list[str] = []
-        prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
-        response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        verdict = yield from judge(response, sub_question, state["knowledge"])
-        attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
-        t = len(attempts) - 1  # rethink rounds done before this attempt
-        draw = fallback_draw(settings.seed, state["question"], sub_question, t)
-        fallback = verdict != "yes" and draw < fallback_probability(t, settings.m)
-        return {
-            "response": response,
-            "attempts": attempts,
-            "outcome": "verified" if verdict == "yes" else "",
-            "fallback": fallback,
-            "llm_calls": calls + (not is_unknown(response)),
-            "truncated": cut,
-            "copied_examples": flagged,
-        }
-
-    def after_verify(state: HiRAGState) -> Literal["record", "internal_knowledge", "rethink"]:
-        if state["outcome"] == "verified":
-            return "record"
-        return "internal_knowledge" if state["fallback"] else "rethink"
-
-    def internal_knowledge(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        flagged: list[str] = []
-        prompt = prompts.INTERNAL_ANSWER.format(question=state["current"])
-        response, calls, cut = yield from answer_once(prompt, LINE, first_line, flagged)
-        verdict = yield from judge(response, state["current"])
-        attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "internal": response}]
-        update: dict[str, Any] = {
-            "attempts": attempts, "llm_calls": calls + (not is_unknown(response)), "truncated": cut, "copied_examples": flagged,
-        }
-        if verdict == "yes":
-            update |= {"response": response, "outcome": "internal"}
-        return update
-
-    def after_internal(state: HiRAGState) -> Literal["record", "rethink"]:
-        return "record" if state["outcome"] == "internal" else "rethink"
-
-    def rethink(state: HiRAGState) -> dict[str, Any]:
-        settings = run_settings(default)
-        t = len(state["attempts"])
-        if t >= settings.th3:
-            return {"outcome": "gave_up", "response": ""}
-        title = state["candidates"][state["doc_rank"]]
-        more_chunks = state["chunk_rank"] + 1 < len(corpus.document(title).chunk_ids)
-        if t % settings.th2 != 0 and more_chunks:
-            return {"level": "chunk", "chunk_rank": state["chunk_rank"] + 1}
-        if state["doc_rank"] + 1 >= len(state["candidates"]):
-            return {"outcome": "gave_up", "response": ""}
-        return {"level": "document", "doc_rank": state["doc_rank"] + 1, "chunk_rank": 0}
-
-    def after_rethink(state: HiRAGState) -> Literal["retrieve_document", "record"]:
-        return "record" if state["outcome"] == "gave_up" else "retrieve_document"
-
-    def rewrite(state: HiRAGState) -> Dialogue[dict[str, Any]]:
-        settings = run_settings(default)
-        entity = state["entity"].lower()
-        previous = [
-            f"{q} {a}"
-            for q, a in zip(state.get("sub_questions", []), state.get("sub_answers", []), strict=True)
-            if a and entity in a.lower()
-        ]
-        information = previous[-1] if previous else state["question"]
-        sub_question = state["current"]
-        reply = yield ask("answerer", prompts.REWRITE.format(question=sub_question, information=information), LINE)
-        rewritten = first_line(reply) or sub_question
-        hits: list[Document] = yield Effect(
-            lambda: corpus.search(rewritten, settings.rewrite_top_k), lambda: corpus.asearch(rewritten, settings.rewrite_top_k)
-        )
-        knowledge = "\n".join(h.page_content for h in hits)
-        flagged: list[str] = []
-        prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=knowledge)
-        response, calls, cut = yield from answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        return {
-            "rewritten": rewritten,
-            "rewrite_hits": [str(h.id) for h in hits if h.id],
-            "knowledge": knowledge,
-            "response": "" if is_unknown(response) else response,
-            "outcome": "rewrite",
-            "llm_calls": 1 + calls,
-            "truncated": int(reply.truncated) + cut,
-            "copied_examples": flagged,
-        }
-
-    def record(state: HiRAGState) -> dict[str, Any]:
-        source = {"verified": "retrieval", "internal": "internal", "rewrite": "rewrite"}.get(state["outcome"], "gave_up")
-        answer = state.get("response", "") if source != "gave_up" else ""
-        entry: SubQuestionTrace = {
-            "sub_question": state["current"],
-            "entity": state["entity"],
-            "candidates": state.get("candidates", []),
-            "tied": state.get("tied", []),
-            "attempts": state.get("attempts", []),
-            "rewritten": state.get("rewritten"),
-            "rewrite_hits": state.get("rewrite_hits", []),
-            "answer": answer,
-            "source": source,  # type: ignore[typeddict-item]
-            "knowledge": state.get("knowledge", "") if source in ("retrieval", "rewrite") else "",
-        }
-        return {"sub_questions": [state["current"]], "sub_answers": [answer], "trace": [entry]}
-
-    for name, step in (("extract_entity", extract_entity), ("retrieve_chunk", retrieve_chunk), ("verify", verify),
-                       ("internal_knowledge", internal_knowledge), ("rewrite", rewrite)):
-        graph.add_node(name, dialogue_node(step, name))
-    for name, plain in (("retrieve_document", retrieve_document), ("rethink", rethink), ("record", record)):
-        graph.add_node(name, plain)
-    graph.add_edge("extract_entity", "retrieve_document")
-    graph.add_conditional_edges("retrieve_document", after_retrieve_document)
-    graph.add_edge("retrieve_chunk", "verify")
-    graph.add_conditional_edges("verify", after_verify)
-    graph.add_conditional_edges("internal_knowledge", after_internal)
-    graph.add_conditional_edges("rethink", after_rethink)
-    graph.add_edge("rewrite", "record")
-    graph.add_edge("record", after_record)
 
 
 def hirag_state_graph(
@@ -545,7 +253,7 @@ def hirag_state_graph(
     graph.add_node("start", start)
     graph.add_node("decompose", dialogue_node(decompose))
     graph.add_node("summarize", dialogue_node(summarize))
-    _add_retrieval_nodes(graph, models, corpus, default, after_record="decompose")
+    RetrievalNodes(models, corpus, default).add_to(graph, after_record="decompose")
     graph.add_edge(START, "start")
     graph.add_edge("start", "decompose")
     graph.add_conditional_edges("decompose", after_decompose)
@@ -588,6 +296,6 @@ def build_hirag_retrieval_graph(
     """HiRAG's Retriever + Filter alone (§6.5): input ``{"question": q, "current": q}`` for a
     single-hop question; the final state's ``trace[0]`` says what was retrieved and verified."""
     graph = StateGraph(HiRAGState, context_schema=HiRAGConfig)
-    _add_retrieval_nodes(graph, _roles(llm), corpus, config or HiRAGConfig(), after_record=END)
+    RetrievalNodes(_roles(llm), corpus, config or HiRAGConfig()).add_to(graph, after_record=END)
     graph.add_edge(START, "extract_entity")
     return graph.compile(name="hirag-retriever")

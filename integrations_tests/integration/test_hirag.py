@@ -8,7 +8,7 @@ import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph
-from langgraph_hirag.graph import names_example_entity
+from langgraph_hirag.replies import names_example_entity
 from multihop_rag.backends import chat_model
 from multihop_rag.corpus import load_dataset
 from multihop_rag.serving import bundled

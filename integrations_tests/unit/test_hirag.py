@@ -13,15 +13,17 @@ from pydantic import ValidationError
 
 from integrations_tests.fakes import HashEmbeddings, ScriptedChatModel
 from langgraph_hirag import (
+    ROLES,
     HierarchicalCorpus,
     HiRAGConfig,
     HiRAGRetriever,
+    RetrievalNodes,
     build_hirag_graph,
     fallback_probability,
     hirag_state_graph,
     prompts,
 )
-from langgraph_hirag.graph import fallback_draw, tied_titles
+from langgraph_hirag.retrieval import fallback_draw, tied_titles
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
 
@@ -725,3 +727,17 @@ def test_with_no_evidence_at_all_the_answer_is_unknown_not_the_models_memory(cor
     assert state["answer"] == "unknown" and "summarize" not in script.calls
     assert run(corpus, Script(sub_questions=("Who painted the Orrin murals?",),
                               entities={"Who painted the Orrin murals?": "Orrin murals"}, facts={}))["answer"] == "Dunmere"
+
+
+def test_each_retrieval_node_runs_alone(corpus):
+    """The Retriever and Filter are named units (:class:`RetrievalNodes`): one node can be called, tested or
+    replaced without the graph. Rethink (§4.4): the next chunk of the document first, every th2-th attempt
+    the next document, and it gives up after th3 attempts."""
+    nodes = RetrievalNodes({role: ScriptedChatModel(lambda p: "unused") for role in ROLES}, corpus, HiRAGConfig(th2=2, th3=3))
+    assert len(corpus.document("Kesh Bridge").chunk_ids) == 2
+    state = {"candidates": ["Kesh Bridge", "Orrin River"], "doc_rank": 0, "chunk_rank": 0, "attempts": [{}]}
+    assert nodes.rethink(state) == {"level": "chunk", "chunk_rank": 1}
+    assert nodes.rethink({**state, "attempts": [{}, {}]}) == {"level": "document", "doc_rank": 1, "chunk_rank": 0}
+    assert nodes.rethink({**state, "attempts": [{}, {}, {}]}) == {"outcome": "gave_up", "response": ""}
+    assert nodes.after_rethink({"outcome": "gave_up"}) == "record"
+    assert nodes.after_rethink({"outcome": ""}) == "retrieve_document"

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from integrations_tests.fakes import ScriptedLLM
 from langchain_resp.graph import sub_question_of
-from langgraph_hirag.graph import final_line, first_line, said_enough
+from langgraph_hirag.replies import final_line, first_line, said_enough
 from llama_index_garlic.build import BuildReport, _summarize, parse_information_points
 from multihop_rag.llm.calls import Reply
 from multihop_rag.llm.structured import OUTCOMES, StructuredStats, generate_json, parse_label

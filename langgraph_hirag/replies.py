@@ -1,0 +1,69 @@
+"""Reading a small model's replies in HiRAG: the answer line, the first line, "unknown", "That's enough.",
+and a few-shot example copied from the prompt."""
+
+from __future__ import annotations
+
+import re
+
+from langgraph_hirag import prompts
+from multihop_rag.llm.calls import Reply
+from multihop_rag.metrics import normalize_answer
+
+__all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "is_unknown", "said_enough", "copies_example",
+           "names_example_entity"]
+
+LINE = ["\n"]
+"""Stop sequence for one-line outputs (entity, sub-question, rewrite, short answer)."""
+NEXT_EXAMPLE = ["\nQuestion:", "\nInput:"]
+"""Stop sequences that keep a small model from writing further few-shot examples."""
+
+_ANSWER_LINE = re.compile(r"^\W*answer\s*(?:the question)?\s*:\s*(.*)$", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^\W*(?:\d+(?:st|nd|rd|th)\s+)?(?:simple question|sub-?question|question|entity|output|rewritten question)\s*:\s*",
+    re.IGNORECASE,
+)
+_UNKNOWN = re.compile(r"^\W*(unknown|i don'?t know|not (?:given|known|mentioned)|none)\W*$", re.IGNORECASE)
+
+
+def final_line(reply: Reply) -> str:
+    """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
+    cap before its "Answer:" line has no answer: ""."""
+    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _ANSWER_LINE.match(line)
+        if match and match.group(1).strip():
+            return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
+    return "" if reply.truncated or not lines else lines[-1]
+
+
+def first_line(reply: Reply) -> str:
+    """The first line without a "Question:"-like prefix; a reply cut on its only line: ""."""
+    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
+    if not lines or (reply.truncated and len(lines) == 1):
+        return ""
+    return _PREFIX.sub("", lines[0]).strip().strip('"').strip()
+
+
+def is_unknown(answer: str) -> bool:
+    return not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
+
+
+def said_enough(text: str) -> bool:
+    """Whether a Decomposer turn ends the decomposition ("That's enough.")."""
+    return "that's enough" in text.lower().replace("’", "'") or text.strip().lower().rstrip(".!") == "enough"
+
+
+_EXAMPLE_ANSWERS = {normalize_answer(a) for a in prompts.EXAMPLE_ANSWERS}
+_EXAMPLE_ENTITIES = {normalize_answer(e) for e in prompts.EXAMPLE_ENTITIES}
+
+
+def copies_example(answer: str) -> bool:
+    """Whether ``answer`` is a few-shot example's answer (a small model copying the prompt)."""
+    return bool(answer.strip()) and normalize_answer(answer) in _EXAMPLE_ANSWERS
+
+
+def names_example_entity(text: str, context: str) -> bool:
+    """Whether ``text`` names a few-shot example's made-up entity that ``context`` (the question and the
+    sub-answers so far) does not: a small model copying the prompt."""
+    padded, known = f" {normalize_answer(text)} ", f" {normalize_answer(context)} "
+    return any(f" {e} " in padded and f" {e} " not in known for e in _EXAMPLE_ENTITIES)
