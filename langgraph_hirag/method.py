@@ -61,19 +61,38 @@ class HiRAGIndex:
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
         started = time.perf_counter()
         state = stream_run(self.graph, {"question": question}, trace, trace_event)
-        tried = [[a["chunk_id"] for a in t["attempts"] if a.get("chunk_id")] + t["rewrite_hits"] for t in state.get("trace", [])]
-        ids = list(dict.fromkeys(i for chunk_ids in tried for i in chunk_ids))
-        docs = self.corpus.vector_store.get_by_ids(ids) if ids else []
-        evidence = [
-            Evidence(id=str(d.id), title=str(d.metadata.get("title", "")), text=d.page_content,
-                     passage_ids=[str(d.metadata["passage_id"])] if d.metadata.get("passage_id") else [], kind="chunk")
-            for d in docs
-        ]
+        evidence = self._evidence(state.get("trace", []))
         info = {k: state.get(k) for k in ("stop_reason", "first_question", "copied_examples", "truncated", "llm_calls", "sub_questions", "sub_answers")}
         info["limit_hit"] = state.get("stop_reason") == "max_subquestions"
         info["copied_example"] = bool(state.get("copied_examples")) or copies_example(state.get("answer", ""))
         info["attempts"] = sum(len(t["attempts"]) + (t["source"] == "rewrite") for t in state.get("trace", []))
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
+
+    def _evidence(self, trace: Sequence[dict[str, Any]]) -> list[Evidence]:
+        """The chunks every sub-question's attempts and rewrites read, in that order, each once; before a
+        document's first attempted chunk, its profile (with ``use_profiles`` the Filter reads it, eq. 3)."""
+        tried = [[a["chunk_id"] for a in t["attempts"] if a.get("chunk_id")] + t["rewrite_hits"] for t in trace]
+        ids = list(dict.fromkeys(i for chunk_ids in tried for i in chunk_ids))
+        found = {str(d.id): d for d in self.corpus.vector_store.get_by_ids(ids)} if ids else {}
+        attempted = {a["chunk_id"] for t in trace for a in t["attempts"] if a.get("chunk_id")}
+        evidence: list[Evidence] = []
+        profiled: set[str] = set()
+        for d in (found[i] for i in ids if i in found):  # the store returns them in its own order, not HiRAG's
+            title = str(d.metadata.get("title", ""))
+            if self.config.use_profiles and str(d.id) in attempted and title not in profiled:
+                profiled.add(title)
+                evidence.append(self._profile(title))
+            passage = [str(d.metadata["passage_id"])] if d.metadata.get("passage_id") else []
+            evidence.append(Evidence(id=str(d.id), title=title, text=d.page_content, passage_ids=passage, kind="chunk"))
+        return evidence
+
+    def _profile(self, title: str) -> Evidence:
+        """A document's profile as evidence: the lead passage's opening holds its text; an LLM profile was
+        written from all of the document's passages."""
+        doc = self.corpus.document(title)
+        lead = self.corpus.profiles == "lead"
+        return Evidence(id=f"profile:{title}", title=title, text=doc.profile, kind="profile",
+                        passage_ids=doc.passage_ids[:1] if lead else [], source_ids=[] if lead else list(doc.passage_ids))
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Make the corpus hold exactly ``passages``; the report names passages (the corpus re-indexes by title)."""

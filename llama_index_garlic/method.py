@@ -77,8 +77,10 @@ class GarlicAnswerer:
         for hit in source_nodes(self.index, result):
             level = int(hit.node.metadata.get("level", 0))
             doc_ids = [d for d in str(hit.node.metadata.get("doc_ids", "")).split(",") if d]
+            chunk = level == 1  # a point names the passages of the batch it was summarized from
             evidence.append(Evidence(id=hit.node.node_id, title="", text=hit.node.get_content(), score=float(hit.score or 0.0),
-                                     passage_ids=doc_ids if level == 1 else [], kind="chunk" if level == 1 else "information_point"))
+                                     passage_ids=doc_ids if chunk else [], source_ids=[] if chunk else doc_ids,
+                                     kind="chunk" if chunk else "information_point"))
         info = {"stop_reason": result.stop_reason, "complete": result.complete, "visited": len(result.visited),
                 "limit_hit": result.stop_reason in ("budget", "max_steps")}
         return Answer(question, (result.answer or "").strip(), evidence, time.perf_counter() - started, info=info)

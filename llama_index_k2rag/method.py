@@ -26,15 +26,15 @@ __all__ = ["K2RAGMethod", "K2RAGAnswerer", "METHOD", "evidence"]
 
 
 def evidence(hits: Sequence[NodeWithScore]) -> list[Evidence]:
-    """Retrieved chunks; one of an unsummarized document holds its passage's text."""
+    """Retrieved chunks; one of an unsummarized document holds its passage's text, one of a summary names
+    the passage it was written from."""
     out = []
     for hit in hits:
         meta = hit.node.metadata
-        summarized = bool(meta.get("summarized"))
+        summarized, passage = bool(meta.get("summarized")), [str(meta.get("passage_id", ""))]
         out.append(Evidence(id=hit.node.node_id, title=str(meta.get("title", "")), text=hit.node.get_content(),
-                            score=float(hit.score or 0.0),
-                            passage_ids=[] if summarized else [str(meta.get("passage_id", ""))],
-                            kind="summary" if summarized else "chunk"))
+                            score=float(hit.score or 0.0), passage_ids=[] if summarized else passage,
+                            source_ids=passage if summarized else [], kind="summary" if summarized else "chunk"))
     return out
 
 

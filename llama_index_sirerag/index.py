@@ -332,7 +332,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         leaves: list[TreeNode] = []
         if config.aggregates:
             leaves += [TreeNode(id=node_id("relatedness", "aggregate", 0, a.text), text=a.text, tree="relatedness", level=0,
-                                kind="aggregate", metadata={"entities": "; ".join(a.entities)})
+                                kind="aggregate", metadata={"entities": "; ".join(a.entities), "chunk_ids": ",".join(a.chunk_ids)})
                        for a in group_aggregates(propositions)]
         if config.index_propositions or not config.aggregates:
             leaves += [TreeNode(id=node_id("relatedness", "proposition", 0, p.text), text=p.text, tree="relatedness",
@@ -412,6 +412,19 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
     def children(self, node_id_: str) -> list[TreeNode]:
         """Children of a node (summaries' clusters)."""
         return [self.nodes[c] for c in self.nodes[node_id_].children if c in self.nodes]
+
+    def source_passages(self, node_id_: str) -> list[str]:
+        """The passages a pool node holds or was written from, in order: a chunk's own; a proposition's or an
+        aggregate's chunks'; a summary's children's."""
+        node = self.nodes[node_id_]
+        if node.kind == "chunk":
+            return [str(node.metadata["passage_id"])]
+        if node.kind == "summary":
+            chunks = [p for child in node.children if child in self.nodes for p in self.source_passages(child)]
+        else:
+            ids = str(node.metadata.get("chunk_ids") or node.metadata.get("chunk_id") or "").split(",")
+            chunks = [str(self.nodes[c].metadata["passage_id"]) for c in ids if c in self.nodes]
+        return list(dict.fromkeys(chunks))
 
     def stats(self) -> dict[str, Any]:
         """Table 3's figures, the pool by tree and level, calls and tokens by build stage, the last update, the cache."""

@@ -25,16 +25,17 @@ from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateRepor
 __all__ = ["SiReRAGMethod", "SiReRAGAnswerer", "SIRERAG", "RAPTOR", "evidence"]
 
 
-def evidence(hits: Sequence[NodeWithScore]) -> list[Evidence]:
+def evidence(hits: Sequence[NodeWithScore], index: SiReRAGIndex) -> list[Evidence]:
     """The retrieved pool nodes: a chunk holds its passage's text; a summary, an aggregate or a
-    proposition (the model's rewrite) holds none."""
+    proposition (the model's rewrite) holds none, and names the passages it was written from."""
     out = []
     for hit in hits:
-        meta = hit.node.metadata
+        meta, nid = hit.node.metadata, hit.node.node_id
         kind = str(meta.get("kind", "chunk"))
-        passages = [str(meta["passage_id"])] if kind == "chunk" and meta.get("passage_id") else []
-        out.append(Evidence(id=hit.node.node_id, title=str(meta.get("title", "")), text=hit.node.get_content(),
-                            score=float(hit.score or 0.0), passage_ids=passages, kind=kind))
+        sources = index.source_passages(nid) if nid in index.nodes else []
+        out.append(Evidence(id=nid, title=str(meta.get("title", "")), text=hit.node.get_content(),
+                            score=float(hit.score or 0.0), kind=kind,
+                            passage_ids=sources if kind == "chunk" else [], source_ids=[] if kind == "chunk" else sources))
     return out
 
 
@@ -52,7 +53,7 @@ class SiReRAGAnswerer:
                 meta = hit.node.metadata
                 trace({"step": "retrieve", "tree": meta.get("tree"), "level": meta.get("level"), "kind": meta.get("kind"),
                        "score": round(float(hit.score or 0.0), 3), "text": hit.node.get_content()})
-        return Answer(question, str(response).strip(), evidence(response.source_nodes), time.perf_counter() - started)
+        return Answer(question, str(response).strip(), evidence(response.source_nodes, self.index), time.perf_counter() - started)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Make the index hold exactly ``passages`` (new, changed by hash, removed), then persist it."""

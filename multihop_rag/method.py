@@ -59,7 +59,10 @@ class Evidence:
     """Passages whose text this unit holds: a passage itself, a chunk of it, a chunk packing several;
     none for a summary, an aggregate or an information point (the model's rewrite of many)."""
     kind: str = "passage"
-    """``passage``, ``chunk``, ``summary``, ``aggregate``, ``proposition`` or ``information_point``."""
+    """``passage``, ``chunk``, ``summary``, ``aggregate``, ``proposition``, ``information_point`` or ``profile``."""
+    source_ids: list[str] = field(default_factory=list)
+    """Passages a rewrite was made from (a summary's, an aggregate's, a proposition's, a point's, an LLM-written
+    profile's); empty for a unit that holds passage text itself (``passage_ids``)."""
 
 
 @dataclass

@@ -64,7 +64,7 @@ class FakeIndex:
         self.models.total.calls += m.calls
         self.models.total.prompt_tokens += 100 * m.calls
         self.models.total.completion_tokens += 3
-        evidence = [Evidence("s1", "", "A summary naming the Orrin River.", 1.0, [], "summary"),
+        evidence = [Evidence("s1", "", "A summary naming the Orrin River.", 1.0, [], "summary", source_ids=["p2"]),
                     Evidence("p1", "Kesh Bridge", PASSAGES[0].text, 0.9, ["p1"], "passage")]
         return Answer(question, m.answers.get(question, "no idea"), evidence, seconds=float(m.calls),
                       info={"stop_reason": "answered"})
@@ -125,13 +125,15 @@ def test_rows_hold_the_ranked_evidence_and_cost_and_the_report_scores_them(tmp_p
 
     s = scores(results["raptor"][0])
     assert s["em"] == 1.0 and s["f1"] == 1.0
-    assert s["support@2"] == 0.5  # p1 is one of q1's two; the summary counts for no passage
+    assert s["support@2"] == 0.5  # p1 is one of q1's two; the summary holds no passage's text …
+    assert s["sources@10"] == 1.0  # … but was written from p2
     assert s["answer@2"] == 1.0  # the summary names the answer
 
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Summary") < report.index("## Failure categories") < report.index("## Cost")
     assert "raptor vs naive: +1.000 F1 [+1.000, +1.000] on 3 questions: too few to resolve" in report
     assert "| raptor | bridge | 3 |" in report  # per question type, against naive
+    assert "| sources@10 |" in report
     assert tper(1.0, 3, 2.0, 6) == 1.0  # SiReRAG eq. (1)
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

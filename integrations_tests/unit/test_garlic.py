@@ -305,6 +305,18 @@ def test_query_engine_returns_visited_nodes_calls_and_mode(index):
     assert meta["llm_calls"] == 4 and meta["scoring"] == "embedding"
 
 
+def test_the_answers_evidence_attributes_points_to_the_batch_they_were_summarized_from(index):
+    """Issue 43: an information point was attributed to no passage."""
+    from llama_index_garlic.method import GarlicAnswerer
+
+    answer = GarlicAnswerer(index).answer("Which river does the Kesh Bridge cross?")
+    assert answer.evidence and {e.kind for e in answer.evidence} <= {"chunk", "information_point"}
+    for unit in answer.evidence:
+        node = index.graph.node(unit.id)
+        holds, written_from = (unit.passage_ids, unit.source_ids) if unit.kind == "chunk" else (unit.source_ids, unit.passage_ids)
+        assert holds == list(node.doc_ids) and written_from == []
+
+
 def test_stop_patience_keeps_searching_after_a_yes(index):
     one = index.as_query_engine(stop_patience=1).query("Which river does the Kesh Bridge cross?")
     three = index.as_query_engine(stop_patience=3).query("Which river does the Kesh Bridge cross?")

@@ -539,6 +539,29 @@ def test_rewrite_records_the_chunks_it_found_as_evidence(corpus):
     assert trace["rewrite_hits"][0] in corpus.chunk_ids
 
 
+def test_the_answers_evidence_is_what_the_filter_read_in_the_order_it_read_it(corpus, tmp_path, monkeypatch):
+    """Issue 43: evidence came back in the store's order (support@2 measured that order, not HiRAG's),
+    and without the profiles the Filter reads beside each chunk."""
+    from langgraph_hirag.method import HiRAGIndex
+
+    stored = corpus.vector_store.get_by_ids
+    monkeypatch.setattr(corpus.vector_store, "get_by_ids", lambda ids: list(reversed(stored(ids))))
+    answer = HiRAGIndex(ScriptedChatModel(Script()), corpus, HiRAGConfig(), tmp_path).answer(QUESTION)
+    # Sub-question 1 reads a Kesh Bridge chunk with its profile; sub-question 2's entity ties, its rewrite
+    # finds a chunk the Filter never read with a profile.
+    assert [(e.kind, e.title) for e in answer.evidence] == [
+        ("profile", "Kesh Bridge"), ("chunk", "Kesh Bridge"), ("chunk", "Franco Rossi (director)")
+    ]
+    profile, chunk = answer.evidence[0], answer.evidence[1]
+    assert profile.text == "profile" and profile.passage_ids == []  # an LLM profile holds no passage's text …
+    assert profile.source_ids == corpus.document("Kesh Bridge").passage_ids  # … it was written from them
+    assert "designed by Tomas Halvard" in chunk.text and chunk.passage_ids and chunk.source_ids == []
+
+    without = HiRAGIndex(ScriptedChatModel(Script()), corpus, HiRAGConfig(use_profiles=False), tmp_path).answer(QUESTION)
+    assert [e.kind for e in without.evidence] == ["chunk", "chunk"]
+    assert without.evidence[0].title == "Kesh Bridge"
+
+
 def test_semantic_incompleteness_is_tested_at_every_attempt():
     """Issue 22 / Algorithm 1 lines 20-23: the th1 test ran only at the first retrieval."""
     passages = [("Rossi", "Rossi is a surname."), ("Franco Rossi (director)", "Franco Rossi directed Lantern Road."),

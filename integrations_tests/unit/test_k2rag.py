@@ -137,6 +137,24 @@ def test_index_uses_the_summaries():
     assert "A summary." in [n.get_content() for n in index.sparse.nodes]
 
 
+def test_a_summarys_evidence_names_the_passage_it_was_written_from():
+    """Issue 43: a summarized chunk was attributed to no passage, so its evidence never counted."""
+    from llama_index.core.schema import NodeWithScore
+
+    from llama_index_k2rag.method import evidence
+
+    long_doc = Document(id_="long", text="Tomas Halvard built bridges. " * 40, metadata={"title": "Halvard", "passage_id": "p-long"})
+    index = K2RAGIndex.from_documents(
+        [*DOCS, long_doc], llm=ScriptedLLM(respond), embed_model=HashEmbedding(), kg=None,
+        config=K2RAGConfig(min_summary_tokens=100), show_progress=False,
+    )  # fmt: skip
+    units = {u.text: u for u in evidence([NodeWithScore(node=n, score=1.0) for n in index.sparse.nodes])}
+    summary = units["A summary."]
+    assert (summary.kind, summary.passage_ids, summary.source_ids) == ("summary", [], ["p-long"])
+    chunk = next(u for u in units.values() if u.kind == "chunk")
+    assert chunk.passage_ids and chunk.source_ids == []
+
+
 def test_empty_corpus_is_refused():
     with pytest.raises(CorpusError):
         K2RAGIndex.from_documents([Document(text=" ")], llm=ScriptedLLM(respond), embed_model=HashEmbedding())

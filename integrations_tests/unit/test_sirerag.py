@@ -126,6 +126,29 @@ def test_pool_holds_both_trees_with_consistent_links(default_index):
     assert stats["llm"]["calls"] > 15 and stats["skipped_chunks"] == 0
 
 
+def test_every_pool_node_is_attributed_to_the_passages_it_was_made_from(default_index):
+    """Issue 43: summaries and aggregates were attributed to no passage, so their evidence never counted."""
+    from llama_index_sirerag.method import evidence
+
+    index = default_index
+    passage_of = {n.id: n.metadata["passage_id"] for n in index.nodes.values() if n.kind == "chunk"}
+    for node in index.nodes.values():
+        sources = index.source_passages(node.id)
+        assert sources and len(sources) == len(set(sources))
+        if node.kind == "chunk":
+            assert sources == [passage_of[node.id]]
+        elif node.kind == "aggregate":
+            assert sources == list(dict.fromkeys(passage_of[c] for c in node.metadata["chunk_ids"].split(",")))
+        else:  # a summary: its children's passages, in order
+            assert sources == list(dict.fromkeys(p for c in node.children for p in index.source_passages(c)))
+    hits = index.as_retriever(similarity_top_k=20).retrieve("Who designed the Kesh Bridge?")
+    for unit, hit in zip(evidence(hits, index), hits, strict=True):
+        if unit.kind == "chunk":
+            assert unit.passage_ids == [passage_of[hit.node.node_id]] and unit.source_ids == []
+        else:
+            assert unit.passage_ids == [] and unit.source_ids == index.source_passages(hit.node.node_id)
+
+
 def test_retriever_returns_k_nodes_from_both_trees(default_index):
     index = default_index
     hits = index.as_retriever(similarity_top_k=20).retrieve("Which river flows under the Kesh Bridge?")

@@ -83,7 +83,7 @@ class Result:
     supporting: list[str]
     supporting_titles: list[str]
     evidence: list[dict[str, Any]]
-    """Ranked: ``{"id", "title", "text", "passage_ids", "kind", "score"}``."""
+    """Ranked: ``{"id", "title", "text", "score", "passage_ids", "kind", "source_ids"}``."""
     info: dict[str, Any]
     seconds: float
     llm_calls: int = 0

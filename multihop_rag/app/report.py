@@ -9,7 +9,8 @@ Scores are computed here from the result lines, so a metric added later needs no
   k = 2, 5, 10, 20, and answer recall within 1k, 2k and 4k tokens of evidence read in rank order
   (methods return units of very different length). A unit counts for the passages whose text it
   holds — a passage, a chunk of it, a chunk packing several — never for a summary, an aggregate or
-  an information point (the model's rewrite of many passages), whatever lies under it. Questions
+  an information point (the model's rewrite of many passages), whatever lies under it; sources@10
+  counts a rewrite for the passages it was written from too (generous: a high summary names many). Questions
   whose gold answer is named in the question (answer recall trivially 1) or is yes/no (always 0)
   are left out of answer recall and counted apart;
 - each method against naive on the same questions: the mean F1 difference with a paired bootstrap
@@ -85,6 +86,8 @@ def scores(r: Any) -> dict[str, Any]:
     counts = [_tokens(t) for t in texts]
     for budget in BUDGETS:
         out[f"answer@{budget // 1000}k"] = answer_recall_at_budget(texts, counts, r.gold, budget)
+    written_from = {p for e in r.evidence[:10] for p in [*e.get("passage_ids", []), *e.get("source_ids", [])]}
+    out["sources@10"] = len(written_from & gold_passages) / len(gold_passages) if gold_passages else None
     out["evidence_tokens"] = sum(counts)
     return out
 
@@ -234,15 +237,16 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
 
     lines += ["", "## Retrieval at the same depth", "",
               "A unit counts for the passages whose text it holds (a passage, a chunk of it, a chunk packing several), "
-              "never for a summary, an aggregate or an information point. Answer recall leaves out questions whose gold "
+              "never for a summary, an aggregate or an information point; sources@10 counts those for the passages they "
+              "were written from too. Answer recall leaves out questions whose gold "
               "answer is in the question or is yes/no (counted in the last columns).", "",
-              "| method | " + " | ".join(f"support@{k}" for k in KS) + " | " + " | ".join(f"answer@{k}" for k in KS) + " | "
-              + " | ".join(f"answer@{b // 1000}k tok" for b in BUDGETS) + " | evidence tokens | answer in question | yes/no |",
-              "|---|" + "---|" * (len(KS) * 2 + len(BUDGETS) + 3)]
+              "| method | " + " | ".join(f"support@{k}" for k in KS) + " | sources@10 | " + " | ".join(f"answer@{k}" for k in KS)
+              + " | " + " | ".join(f"answer@{b // 1000}k tok" for b in BUDGETS) + " | evidence tokens | answer in question | yes/no |",
+              "|---|" + "---|" * (len(KS) * 2 + len(BUDGETS) + 4)]
     for method in results:
         rows = list(scored[method].values())
         answerable = [v for v in rows if not v["yes_no"] and not v["answer_in_question"]]
-        support = [f"{_mean([v[f'support@{k}'] for v in rows if v[f'support@{k}'] is not None]):.3f}" for k in KS]
+        support = [f"{_mean([v[key] for v in rows if v.get(key) is not None]):.3f}" for key in [*(f"support@{k}" for k in KS), "sources@10"]]
         answers = [f"{_mean([v[f'answer@{k}'] for v in answerable]):.3f}" for k in KS]
         budgets = [f"{_mean([v[f'answer@{b // 1000}k'] for v in answerable]):.3f}" for b in BUDGETS]
         lines.append(f"| {method} | " + " | ".join(support + answers + budgets) +
