@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class HiRAGConfig(BaseModel):
@@ -13,6 +15,11 @@ class HiRAGConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_subquestions: int = Field(5, ge=1, description="Most sub-questions per question (Appendix A.1, Table 7: 5).")
+    min_subquestions: int = Field(
+        1, ge=1, description="Below this many sub-questions, a \"That's enough.\" is answered with one request for the "
+        "next sub-question (ours; 1: the Decomposer decides alone, workflow step 2.2; the 1.5B stops after one "
+        "sub-question in 76 of 100 runs, 14 of 27 comparison runs never ask about both options)."
+    )
     th1: int = Field(
         1, ge=1, description="More titles than this matching the entity at an attempt: semantic incompleteness, "
         "rewrite (Algorithm 1 lines 20-23; the authors' code: more than one)."
@@ -46,3 +53,9 @@ class HiRAGConfig(BaseModel):
         "memory), as eq. (2) does; False: the answer is \"unknown\" (ours: an answer from outside the corpus is worse than none)."
     )
     max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> Self:
+        if self.min_subquestions > self.max_subquestions:
+            raise ValueError(f"min_subquestions ({self.min_subquestions}) exceeds max_subquestions ({self.max_subquestions})")
+        return self

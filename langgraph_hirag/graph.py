@@ -22,7 +22,8 @@ Algorithm 1 (Appendix A.2), node by node::
   sub-question (``first_question = "question"``), so every question is retrieved for at least
   once. A sub-question naming a made-up entity of the examples that the question does not (a small
   model copying the prompt) is asked again once (``copied_examples``); a second one is treated as a
-  refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1).
+  refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1); below ``min_subquestions`` (ours;
+  paper: 1) a "That's enough." is answered once with a request for the next sub-question.
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
 - ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
@@ -184,6 +185,9 @@ def hirag_state_graph(
             reply, calls = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
             if said_enough(reply.text) or not first_line(reply):
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
+        if said_enough(reply.text) and 0 < len(asked) < settings.min_subquestions:
+            again = [*messages, AIMessage(reply.text), HumanMessage(prompts.NEXT_QUESTION_AGAIN)]
+            reply, calls = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
         if said_enough(reply.text):
             return {"stop_reason": "enough", "llm_calls": calls}
         sub_question, flagged = first_line(reply), []

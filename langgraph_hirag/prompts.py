@@ -65,6 +65,12 @@ FIRST_QUESTION_AGAIN = "Do not answer yet and do not stop: ask the first simple 
 """Ours: asked once when the Decomposer stops before asking anything (small models say "That's
 enough." on the first turn); a second refusal makes the question itself the first sub-question."""
 
+NEXT_QUESTION_AGAIN = (
+    "Do not stop yet: ask the next simple question the complex question still needs (for a comparison, the "
+    "question about the option not asked about yet)."
+)
+"""Ours: asked once when the Decomposer says "That's enough." before ``min_subquestions`` sub-questions."""
+
 NOT_THE_EXAMPLE = (
     "\n\nNote: the examples above are about other, made-up things. Answer only from the input and the "
     "known information of this question."

@@ -375,6 +375,23 @@ def test_thats_enough_on_the_first_turn_is_asked_again(corpus):
     assert state["trace"][0]["attempts"] and state["stop_reason"] == "enough"
 
 
+def test_thats_enough_before_min_subquestions_is_asked_again_once(corpus):
+    """Issue 40: 76 of 100 runs stopped on "That's enough." after one sub-question (the paper's
+    behaviour, min_subquestions=1); below min_subquestions the Decomposer is asked once for the next one."""
+    both = ["Who designed the Kesh Bridge?", "That's enough.", "Where was Tomas Halvard born?"]
+    paper = run(corpus, Script(sub_questions=list(both)), th1=2)
+    assert paper["sub_questions"] == both[:1] and paper["stop_reason"] == "enough"
+
+    script = Script(sub_questions=list(both))
+    state = run(corpus, script, th1=2, min_subquestions=2)
+    assert state["sub_questions"] == [both[0], both[2]] and state["stop_reason"] == "enough"
+    assert prompts.NEXT_QUESTION_AGAIN in script.prompts["decompose"][2]
+    assert len(script.prompts["decompose"]) == 4  # two at the second turn, one at the third
+
+    stubborn = run(corpus, Script(sub_questions=[both[0]]), th1=2, min_subquestions=2)
+    assert stubborn["sub_questions"] == both[:1] and stubborn["stop_reason"] == "enough"  # asked once only
+
+
 def test_a_decomposer_that_refuses_twice_retrieves_for_the_question_itself(corpus):
     script = Script(sub_questions=["That's enough.", "That's enough."], entities={QUESTION: "Kesh Bridge"})
     state = run(corpus, script, th1=2)
