@@ -114,8 +114,10 @@ class ScriptedLLM(CustomLLM):
 
 
 class ScriptedChatModel(BaseChatModel):
-    """A LangChain chat model answering with ``respond(prompt)`` (a text, or ``(text, finish_reason)``);
-    records prompts, call kwargs and whether each call came through the sync or the async path."""
+    """A LangChain chat model answering with ``respond(prompt)`` (a text, ``(text, finish_reason)``, or
+    ``(text, finish_reason, {token: logprob})`` — the first token's alternatives, returned in OpenAI's shape when
+    the call asks for logprobs); records prompts, call kwargs and whether each call came through the sync or the
+    async path."""
 
     respond: Any
     prompts: list[str] = []
@@ -135,8 +137,12 @@ class ScriptedChatModel(BaseChatModel):
         self.calls_kwargs.append({"stop": stop, **kwargs})
         self.modes.append(mode)
         answer = self.respond(prompt)
-        text, reason = answer if isinstance(answer, tuple) else (answer, "stop")
-        message = AIMessage(content=text, response_metadata={"finish_reason": reason})
+        text, reason, alternatives = (*answer, {})[:3] if isinstance(answer, tuple) else (answer, "stop", {})
+        meta: dict[str, Any] = {"finish_reason": reason}
+        if kwargs.get("logprobs") and alternatives:
+            top = [{"token": t, "logprob": lp} for t, lp in alternatives.items()]
+            meta["logprobs"] = {"content": [{**top[0], "top_logprobs": top}]}
+        message = AIMessage(content=text, response_metadata=meta)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:

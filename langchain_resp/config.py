@@ -22,6 +22,13 @@ class ReSPConfig(BaseModel):
         "(1: the judge after every round, as Figure 2 and §4.1 have it). Ours: the 1.5B's judge says Yes after "
         "round 1 in 81 of 100 HotpotQA runs, fewer than half of them right.",
     )
+    judge_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="The judge says Yes when P(Yes) — from the first token's logprobs against No's — reaches this "
+        "(ours; None: the model's greedy Yes/No reply, Table 1). A backend returning no logprobs falls back to the reply.",
+    )
     max_output_tokens: int = Field(200, ge=1, description="Token cap of every generation (§5.2: maximum output length 200).")
     repeat_threshold: float = Field(
         0.8,

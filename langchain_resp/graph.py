@@ -16,7 +16,8 @@ Algorithm 1 of the paper, node by node::
   sub-question (or "No") goes, with the sub-question, to the local pathway memory.
 - ``judge``: can the combined memory answer the question? A constrained Yes/No; an unreadable
   answer counts as No and is counted in ``judge_failures``. Asked from round ``min_iterations`` on
-  (ours; 1, the paper's, asks after every round).
+  (ours; 1, the paper's, asks after every round). With ``judge_threshold`` (ours), Yes means P(Yes)
+  from the first token's logprobs reaches the threshold (``judge_probabilities``).
 - ``plan``: the next sub-question (Algorithm 1 line 10: "distinct from previously retrieved
   sub-questions"). A plan that repeats or paraphrases the question or an earlier sub-question
   (:func:`~multihop_rag.frameworks.langgraph.repeated`, ``repeat_threshold``) leads to one re-plan that names the
@@ -53,7 +54,7 @@ from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
 from multihop_rag.frameworks.langgraph import dialogue_node, repeated, run_settings
 from multihop_rag.indexing.text import complete_sentences, count_tokens
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.llm.structured import StructuredStats, label_dialogue
+from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 
 __all__ = ["ROLES", "combined_memory", "reading_list", "resp_state_graph", "build_resp_graph"]
 
@@ -175,7 +176,8 @@ def resp_state_graph(
             "answer": "",
             "stop_reason": "",
             "iterations": 0,
-            **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory", "passages")},
+            **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory", "passages",
+                                              "judge_probabilities")},
             **{key: Overwrite(0) for key in ("replans", "judge_failures", "truncated", "retrieved_words")},
         }
 
@@ -213,9 +215,13 @@ def resp_state_graph(
         return "judge" if state["iterations"] >= settings.min_iterations else "plan"
 
     def judge(state: ReSPState) -> Dialogue[dict[str, Any]]:
-        stats = StructuredStats()
+        stats, threshold = StructuredStats(), run_settings(default).judge_threshold
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         prompt = prompts.JUDGE.format(question=state["question"], memory=memory)
+        if threshold is not None:
+            p_yes = yield from label_probability_dialogue(models["reasoner"], prompt)
+            if p_yes is not None:
+                return {"judgement": "Yes" if p_yes >= threshold else "No", "judge_probabilities": [round(p_yes, 4)]}
         label = yield from label_dialogue(models["reasoner"], prompt, default="No", stats=stats)
         return {"judgement": label, "judge_failures": stats.failed}
 

@@ -46,7 +46,8 @@ def trace_event(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
             event["local"] = update["local_memory"][0]["answer"]
         return event
     if node == "judge":
-        return {"step": "judge", "sufficient": update["judgement"]}
+        return {"step": "judge", "sufficient": update["judgement"], **({"p_yes": update["judge_probabilities"][0]}
+                                                                      if update.get("judge_probabilities") else {})}
     if node == "plan":
         return {"step": "plan", "sub_question": update.get("sub_question", ""), "stop": update.get("stop_reason")}
     return None
@@ -71,7 +72,8 @@ class ReSPIndex:
                      passage_ids=[str(d.metadata.get("passage_id") or d.id)])
             for d in docs
         ]
-        info = {k: state.get(k) for k in ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "sub_questions")}
+        info = {k: state.get(k) for k in ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "sub_questions",
+                                              "judge_probabilities")}
         info["limit_hit"] = state.get("stop_reason") == "max_iterations"
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
 

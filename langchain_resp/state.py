@@ -46,6 +46,8 @@ class ReSPOutput(TypedDict, total=False):
     """Plans asked again because they repeated an earlier question (sum)."""
     judge_failures: Annotated[int, operator.add]
     """Judge answers that were neither Yes nor No, treated as No (sum)."""
+    judge_probabilities: Annotated[list[float], operator.add]
+    """With ``judge_threshold``: each round's P(Yes) (append)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
     passages: Annotated[list[dict[str, str]], operator.add]

@@ -89,3 +89,20 @@ def test_sampled_json_keeps_llama_cpp_python_constraint(lc_chat):
     message = lc_chat.invoke(f"List the facts and named entities of this passage.\n\n{PASSAGE}",
                              format=Facts.model_json_schema(), temperature=0.7)
     assert Facts.model_validate_json(message.text).entities
+
+
+def test_the_first_tokens_logprobs_come_from_the_row_sampled_from(lc_chat):
+    """Issue 40: the ReSP judge reads P(Yes); llama-cpp-python gives logprobs only with logits_all (GBs)."""
+    import math
+
+    from multihop_rag.llm.calls import Call, call
+    from multihop_rag.llm.structured import label_probability
+
+    prompt = f"{PASSAGE}\n\nWas the Kesh Bridge designed by Tomas Halvard? Reply Yes or No."
+    reply = call(Call(lc_chat, prompt, max_tokens=1, top_logprobs=5))
+    alternatives = reply.first_token_logprobs
+    assert len(alternatives) == 5 and list(alternatives.values()) == sorted(alternatives.values(), reverse=True)
+    assert next(iter(alternatives)) == reply.text  # greedy: the reply is the most likely token
+    assert 1.0 >= sum(math.exp(v) for v in alternatives.values()) > 0.5
+    assert label_probability(alternatives) > 0.5
+    assert call(Call(lc_chat, prompt, max_tokens=1)).first_token_logprobs == {}

@@ -180,3 +180,16 @@ def test_killed_build_resumes_without_repeating_finished_calls(tmp_path):
     assert len(calls) <= 21
     _, made, hits = out.stdout.split()
     assert int(hits) >= len(first) - 1 and int(made) + int(hits) == 20
+
+
+def test_a_cached_reply_keeps_its_first_token_logprobs(tmp_path):
+    """The ReSP judge's P(Yes) replays from a committed cache as it was computed."""
+    import math
+
+    from integrations_tests.fakes import ScriptedChatModel
+
+    alternatives = {"Yes": math.log(0.7), "No": math.log(0.3)}
+    model = ScriptedChatModel(lambda prompt: ("Yes", "stop", alternatives), cache=SQLiteChatCache(tmp_path / "c.sqlite"))
+    first, replayed = (call(Call(model, "Enough?", max_tokens=1, top_logprobs=5)) for _ in range(2))
+    assert first.first_token_logprobs == replayed.first_token_logprobs == alternatives and len(model.prompts) == 1
+    assert call(Call(model, "Enough?", max_tokens=1)).first_token_logprobs == {} and len(model.prompts) == 2

@@ -93,6 +93,31 @@ def test_the_judge_is_first_asked_after_min_iterations_rounds():
     assert state["iterations"] == 2 and state["stop_reason"] == "sufficient"
 
 
+def test_with_a_judge_threshold_yes_needs_that_probability_from_the_logprobs():
+    """Issue 40: the greedy Yes stops 81 of 100 runs after round 1; P(Yes) against a threshold is stricter."""
+    import math
+
+    unsure = ("Yes", "stop", {"Yes": math.log(0.6), "No": math.log(0.3), "The": math.log(0.1)})
+    sure = ("Yes", "stop", {"Yes": math.log(0.95), "No": math.log(0.05)})
+    script = Script(judge=(unsure, sure))
+    model = ScriptedChatModel(script)
+    state = build_resp_graph(model, retriever(), config=ReSPConfig(judge_threshold=0.8)).invoke({"question": QUESTION})
+    assert script.calls == ["global", "judge", "plan", "global", "local", "judge", "generate"]
+    assert state["judge_probabilities"] == [round(0.6 / 0.9, 4), 0.95] and state["stop_reason"] == "sufficient"
+    judge_calls = [kw for prompt, kw in zip(model.prompts, model.calls_kwargs, strict=True) if "able to completely and accurately respond" in prompt]
+    assert len(judge_calls) == 2 and all(kw["logprobs"] and kw["max_tokens"] == 1 for kw in judge_calls)
+
+    paper = Script(judge=(unsure,))
+    assert run(paper)["stop_reason"] == "sufficient" and paper.calls.count("judge") == 1  # the reply's Yes
+
+
+def test_a_judge_threshold_without_logprobs_falls_back_to_the_reply():
+    script = Script(judge=("Yes",))  # a backend that returns no logprobs
+    state = run(script, judge_threshold=0.99)
+    assert state["stop_reason"] == "sufficient" and state["judge_probabilities"] == []
+    assert script.calls == ["global", "judge", "judge", "generate"]  # the probability call, then the label
+
+
 def test_min_iterations_above_max_iterations_is_refused():
     with pytest.raises(ValueError, match="min_iterations"):
         ReSPConfig(min_iterations=4, max_iterations=3)

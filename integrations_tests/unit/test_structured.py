@@ -237,3 +237,20 @@ def test_label_falls_back_to_default_and_counts(caplog):
     llm = ScriptedLLM(["I am not sure."])
     assert generate_label(llm, "Enough?", default="No", stats=stats) == "No"
     assert stats.failed == 1
+
+
+def test_a_labels_probability_folds_case_and_spaces_and_ignores_other_tokens():
+    import math
+
+    from multihop_rag.llm.calls import first_token_logprobs
+    from multihop_rag.llm.structured import label_probability
+
+    alternatives = {"Yes": math.log(0.5), " yes": math.log(0.1), "No": math.log(0.2), "The": math.log(0.2)}
+    assert label_probability(alternatives) == pytest.approx(0.6 / 0.8)
+    assert label_probability({"The": -0.1}) is None and label_probability({}) is None
+    openai = {"content": [{"token": "No", "logprob": -0.1, "top_logprobs": [{"token": "No", "logprob": -0.1},
+                                                                           {"token": "Yes", "logprob": -2.4}]}]}
+    ollama = [{"token": "No", "logprob": -0.1, "top_logprobs": [{"token": "No", "logprob": -0.1},
+                                                                {"token": "Yes", "logprob": -2.4}]}]
+    assert first_token_logprobs(openai) == first_token_logprobs(ollama) == {"No": -0.1, "Yes": -2.4}
+    assert first_token_logprobs(None) == {} and first_token_logprobs({"content": []}) == {}

@@ -43,6 +43,7 @@ __all__ = [
     "arun",
     "ask",
     "finish_reason",
+    "first_token_logprobs",
     "strip_thinking",
     "supports_format",
 ]
@@ -71,6 +72,8 @@ class Call:
     stop: Sequence[str] | None = None
     schema: dict[str, Any] | None = None
     """A JSON schema: constrains decoding where the backend allows it (Ollama, llama.cpp)."""
+    top_logprobs: int | None = None
+    """Ask for the first generated token's most likely alternatives (:attr:`Reply.first_token_logprobs`)."""
 
     def run(self) -> Reply:
         return call(self)
@@ -107,6 +110,9 @@ class Reply:
     completion_tokens: int = 0
     finish_reason: str | None = None
     raw: Any = field(default=None, repr=False)
+    first_token_logprobs: dict[str, float] = field(default_factory=dict)
+    """With ``Call.top_logprobs``: the first generated token's alternatives, token text → log probability
+    (LangChain chat models on llama.cpp, Ollama and OpenAI-compatible servers; empty where none come back)."""
 
 
 Dialogue = Generator[Any, Any, T]
@@ -135,6 +141,20 @@ def finish_reason(raw: Any) -> str | None:
     return None
 
 
+def first_token_logprobs(metadata: Any) -> dict[str, float]:
+    """The first generated token's alternatives in a reply's ``logprobs``: OpenAI's and llama.cpp's
+    ``{"content": [{"token", "logprob", "top_logprobs": [...]}, ...]}`` or Ollama's list of the same entries."""
+    entries = metadata.get("content") if isinstance(metadata, dict) else metadata
+    if not entries:
+        return {}
+    first = entries[0]
+    alternatives = first.get("top_logprobs") or [first]
+    out: dict[str, float] = {}
+    for alt in alternatives:
+        out.setdefault(str(alt["token"]), float(alt["logprob"]))
+    return out
+
+
 def _usage(raw: Any) -> tuple[int, int]:
     if raw is None:
         return 0, 0
@@ -149,7 +169,7 @@ def _usage(raw: Any) -> tuple[int, int]:
 def _finish(text: str, reason: str | None, prompt: int, completion: int, max_tokens: int | None, raw: Any) -> Reply:
     text, thinking = strip_thinking(text or "")
     truncated = reason == "length" or (reason is None and max_tokens is not None and completion >= max_tokens)
-    return Reply(text.strip(), truncated, thinking, prompt, completion, reason, raw)
+    return Reply(text.strip(), truncated, thinking, prompt, completion, reason, raw=raw)
 
 
 def _llama_index_kwargs(c: Call) -> dict[str, Any]:
@@ -179,6 +199,8 @@ def _langchain_model(c: Call) -> tuple[BaseChatModel, dict[str, Any]]:
         kwargs["stop"] = list(c.stop)
     if c.schema is not None and supports_format(model):
         kwargs["format"] = c.schema
+    if c.top_logprobs:
+        kwargs.update(logprobs=True, top_logprobs=c.top_logprobs)
     return model, kwargs
 
 
@@ -191,9 +213,12 @@ def _from_message(message: AIMessage | BaseMessage, c: Call) -> Reply:
         raise ContextOverflowError(
             f"Ollama cut the prompt to its {window}-token context (num_ctx): raise the context size or shorten the input"
         )
-    return _finish(
+    reply = _finish(
         message.text, reason, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), c.max_tokens, meta
     )
+    if c.top_logprobs:
+        reply.first_token_logprobs = first_token_logprobs(meta.get("logprobs"))
+    return reply
 
 
 def _is_messages(prompt: Any) -> bool:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
@@ -42,6 +43,8 @@ __all__ = [
     "schema_token_budget",
     "json_dialogue",
     "label_dialogue",
+    "label_probability",
+    "label_probability_dialogue",
     "generate_json",
     "agenerate_json",
     "generate_label",
@@ -348,6 +351,28 @@ def label_dialogue(
     _record("failed", stats)
     log.warning("structured output: no label of %s in %r; using %r", list(labels), reply.text[:120], fallback)
     return fallback
+
+
+LABEL_ALTERNATIVES = 10
+"""First-token alternatives asked for when a label's probability is read from logprobs."""
+
+
+def label_probability(alternatives: Mapping[str, float], labels: Sequence[str] = ("Yes", "No")) -> float | None:
+    """P(``labels[0]``) among the labels, from a first token's alternatives (token → log probability; case and
+    spaces folded); None when no label is among them."""
+    mass = {label.lower(): 0.0 for label in labels}
+    for token, logprob in alternatives.items():
+        if (key := token.strip().lower()) in mass:
+            mass[key] += math.exp(logprob)
+    total = sum(mass.values())
+    return mass[labels[0].lower()] / total if total > 0 else None
+
+
+def label_probability_dialogue(llm: AnyLLM, prompt: str, labels: Sequence[str] = ("Yes", "No")) -> Dialogue[float | None]:
+    """P(``labels[0]``) for ``prompt`` from one generated token's logprobs (llama.cpp, Ollama, OpenAI-compatible
+    servers); None where the backend returns none or no label leads, so the caller can read the reply instead."""
+    reply = yield Call(llm, prompt, max_tokens=1, top_logprobs=LABEL_ALTERNATIVES)
+    return label_probability(reply.first_token_logprobs, labels)
 
 
 def generate_label(

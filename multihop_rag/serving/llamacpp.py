@@ -107,15 +107,50 @@ def _constraint(llama: Any, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {"response_format": _response_format(format)}
 
 
+class FirstTokenProbe:
+    """A logits processor keeping the first generated token's ``k`` most likely alternatives, in OpenAI's
+    ``logprobs`` shape. llama-cpp-python returns logprobs only from a model that keeps every position's
+    logits (``logits_all``: context × vocabulary floats, 5 GB for Qwen2.5 at 8k); this reads the one row
+    sampled from. Put it last, after any grammar, so it sees what the sampler sees."""
+
+    def __init__(self, llama: Any, k: int):
+        self.llama, self.k = llama, k
+        self.top: list[dict[str, Any]] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        if not self.top:
+            peak = float(scores.max())
+            logp = scores - (peak + np.log(np.exp(scores - peak).sum()))
+            ids = np.argpartition(-logp, self.k)[: self.k]
+            ids = ids[np.argsort(-logp[ids])]
+            self.top = [{"token": self.llama.detokenize([int(i)]).decode("utf-8", errors="replace"),
+                         "logprob": float(logp[i])} for i in ids]
+        return scores
+
+    def logprobs(self) -> dict[str, Any] | None:
+        return {"content": [{**self.top[0], "top_logprobs": self.top}]} if self.top else None
+
+
 def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
+    from llama_cpp import LogitsProcessorList
+
     llama, lock = load_llama(model_path, n_ctx)
+    top_logprobs = params.pop("top_logprobs", None)
     with lock, _constraint(llama, params) as constraint:
+        probe = FirstTokenProbe(llama, top_logprobs) if top_logprobs else None
+        if probe is not None:
+            constraint["logits_processor"] = LogitsProcessorList([*constraint.get("logits_processor", []), probe])
         try:
-            return llama.create_chat_completion(messages=messages, **constraint, **params)
+            raw = llama.create_chat_completion(messages=messages, **constraint, **params)
         except ValueError as exc:
             if "context window" in str(exc):
                 raise ContextOverflowError(f"{Path(model_path).name}: {exc}; shorten the input or raise n_ctx") from None
             raise
+        if probe is not None:
+            raw["choices"][0]["logprobs"] = probe.logprobs()
+        return raw
 
 
 def _stream_chat(
@@ -127,6 +162,7 @@ def _stream_chat(
     number of streamed tokens and the context length.
     """
     llama, lock = load_llama(model_path, n_ctx)
+    params.pop("top_logprobs", None)  # streamed replies carry no logprobs here
     with lock, _constraint(llama, params) as constraint:
         generated = 0
         for chunk in llama.create_chat_completion(messages=messages, stream=True, **constraint, **params):
@@ -263,6 +299,8 @@ class LlamaCppChatModel(BaseChatModel):
         }
         if stop:
             params["stop"] = stop
+        if kwargs.get("top_logprobs"):
+            params["top_logprobs"] = kwargs["top_logprobs"]
         return params
 
     @staticmethod
@@ -289,7 +327,8 @@ class LlamaCppChatModel(BaseChatModel):
                 output_tokens=usage.get("completion_tokens", 0),
                 total_tokens=usage.get("total_tokens", 0),
             ),
-            response_metadata={"model_name": Path(self.model_path).name, "finish_reason": raw["choices"][0].get("finish_reason")},
+            response_metadata={"model_name": Path(self.model_path).name, "finish_reason": raw["choices"][0].get("finish_reason"),
+                               **({"logprobs": raw["choices"][0]["logprobs"]} if raw["choices"][0].get("logprobs") else {})},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
