@@ -36,7 +36,7 @@ from llama_index_garlic.graph import GraphNode, SummaryGraph
 from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
 from multihop_rag.errors import IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
@@ -220,7 +220,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
 
     def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
         """Remove the documents these nodes stand for, in one update (see :meth:`documents_of_nodes`)."""
-        self._change(add=[], remove=self.documents_of_nodes(node_ids))
+        self._update(add=[], remove=self.documents_of_nodes(node_ids))
 
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
         self.delete_nodes([node_id])
@@ -321,6 +321,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         documents, config, statistics and the attention model's name (it weighted the edges; a reload
         checks it) to ``persist_dir``."""
         folder = Path(persist_dir)
+        self.persist_folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.storage_context.persist(persist_dir=str(folder))
         graph = self.graph
@@ -355,7 +356,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         """Reload an index written by :meth:`persist`. The attention model that weighted its edges
         steers the search; without it the index runs in embedding mode (a warning says so), and a
         different one is refused (its attention would not match the edges)."""
-        folder = Path(persist_dir)
+        folder = open_folder(persist_dir)
         manifest = read_manifest(folder, "garlic", FORMAT_VERSION)
         attention = load_attention_model(attention_model)
         built_with = manifest.get("attention_model")
@@ -391,6 +392,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         for name, value in payload["report"].items():
             setattr(index.report, name, {int(k): v for k, v in value.items()} if name == "batches" else value)
         index._llm_before = Usage(**payload["llm"]) - index.llm.usage
+        index.persist_folder = folder
         return index
 
     def __repr__(self) -> str:

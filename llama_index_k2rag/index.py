@@ -46,7 +46,7 @@ from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG, UpdatableGraph
 from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQueryEngine
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
 from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
@@ -348,6 +348,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         A Chroma store lives in its own folder; another store keeps its chunks itself: pass it again to
         :meth:`from_persist_dir`."""
         folder = Path(persist_dir)
+        self.persist_folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.storage_context.persist(persist_dir=str(folder))
         if self.sparse is not None:
@@ -377,7 +378,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         """Reload an index written by :meth:`persist`; its vector store must hold exactly its chunks.
         ``summarizer`` overrides the one it was built with (needed when that was a :class:`Summarizer`
         object rather than a name or folder)."""
-        folder = Path(persist_dir)
+        folder = open_folder(persist_dir)
         manifest = read_manifest(folder, "k2rag", FORMAT_VERSION)
         if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
             vector_store = chroma_vector_store(folder / "chroma", "k2rag")
@@ -409,6 +410,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 f"{folder}: the dense store holds {len(present - set(chunks))} chunks the index lacks and lacks "
                 f"{len(set(chunks) - present)} of its {len(chunks)}; rebuild it (--overwrite)"
             )
+        index.persist_folder = folder
         return index
 
 

@@ -54,7 +54,7 @@ from llama_index_sirerag.propositions import Proposition, entity_key, extract_pr
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
 from multihop_rag.indexing.clustering import cluster
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
@@ -465,6 +465,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         own folder (the one ``from_documents(persist_dir=…)`` made); another store keeps its nodes
         itself: pass it again to :meth:`from_persist_dir`."""
         folder = Path(persist_dir)
+        self.persist_folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.storage_context.persist(persist_dir=str(folder))
         nodes = [{**asdict(n), "embedding": None} for n in self.nodes.values()]
@@ -489,7 +490,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         max_concurrency: int | None = None,
     ) -> SiReRAGIndex:
         """Reload an index written by :meth:`persist`; its vector store must hold exactly its pool."""
-        folder = Path(persist_dir)
+        folder = open_folder(persist_dir)
         manifest = read_manifest(folder, ("sirerag", "raptor"), FORMAT_VERSION)
         if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
             vector_store = chroma_vector_store(folder / "chroma", "sirerag")
@@ -499,6 +500,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         index = cls.__new__(cls)
         index._restore(folder, manifest, llm=llm, embed_model=embed_model, storage=storage,
                        cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
+        index.persist_folder = folder
         return index
 
     def _restore(self, folder: Path, manifest: dict[str, Any], *, llm: LLM, embed_model: BaseEmbedding,

@@ -416,3 +416,34 @@ def test_any_llama_index_vector_store_and_the_index_idioms(docs, tmp_path):
     index = SiReRAGIndex.from_documents(docs[:5], llm=ScriptedLLM(lambda p: "Velm River"), embed_model=HashEmbedding(),
                                         show_progress=False)
     assert "Velm" in str(index.as_chat_engine(chat_mode="condense_plus_context").chat("Which river?"))
+
+
+def test_a_persisted_index_keeps_its_folder_in_step_and_undoes_an_update_cut_half_way(docs, tmp_path):
+    """Issue 39: an update through the Python API wrote the folder's Chroma pool at once and its state only on
+    persist(): cut half-way, or never persisted, the folder was refused on reload ("rebuild it"). Now every update
+    of an index with a folder persists under the store's lock, and one cut half-way is undone."""
+    folder = tmp_path / "idx"
+    index = SiReRAGIndex.from_documents(docs[:6], llm=fake_llm(), embed_model=HashEmbedding(), persist_dir=folder,
+                                        show_progress=False)
+    index.insert(docs[6])  # no persist() call
+    again = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding())
+    consistent(again)
+    assert set(again.documents) == {d.doc_id for d in docs[:7]}
+
+    answers = fake_llm().script
+    calls = []
+
+    def dies_at_the_second_call(prompt: str) -> str:
+        calls.append(prompt)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return answers(prompt)
+
+    cut = SiReRAGIndex.from_persist_dir(folder, llm=ScriptedLLM(dies_at_the_second_call), embed_model=HashEmbedding())
+    with pytest.raises(KeyboardInterrupt):
+        cut.insert(docs[7:9])
+    after = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding())
+    consistent(after)
+    assert set(after.documents) == {d.doc_id for d in docs[:7]} and len(after.nodes) == len(again.nodes)
+    after.insert(docs[7:9])  # and it goes on
+    consistent(SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding()))

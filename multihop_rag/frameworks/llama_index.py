@@ -4,13 +4,17 @@ A method index (SiReRAG, K²RAG, GARLIC) records its documents — id → ``{"ha
 implements one operation, ``_change(add, remove)``: remove these document ids, add these documents, rewrite
 only what the change touches. :class:`DocumentIndex` turns LlamaIndex's update API into that one call, so
 ``insert``, ``delete_ref_doc``, ``update_ref_doc``, ``refresh_ref_docs``, ``insert_nodes``/``delete_nodes``
-and ``ref_doc_info`` mean the same on every method.
+and ``ref_doc_info`` mean the same on every method. An index with a folder (built with ``persist_dir``, persisted
+or reloaded) keeps it in step: each update runs under the store's lock, persists at its end, and is undone if
+cut half-way (:func:`~multihop_rag.indexing.persistence.undoable_update`), so the folder's vector store and state
+never disagree.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from llama_index.core.data_structs.data_structs import IndexStruct
@@ -18,7 +22,10 @@ from llama_index.core.indices.base import BaseIndex
 from llama_index.core.schema import BaseNode, Document
 from llama_index.core.storage.docstore.types import RefDocInfo
 
-__all__ = ["DocumentIndex", "document_hash"]
+from multihop_rag.indexing.persistence import recover, store_lock, undoable_update
+from multihop_rag.stores import forget_chroma_clients
+
+__all__ = ["DocumentIndex", "document_hash", "open_folder"]
 
 IS = TypeVar("IS", bound=IndexStruct)
 
@@ -28,15 +35,44 @@ def document_hash(document: Document) -> str:
     return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
 
 
+def open_folder(persist_dir: str | Path) -> Path:
+    """``persist_dir`` ready to load: an update a dead process left half-done is undone first."""
+    folder = Path(persist_dir)
+    if recover(folder):
+        forget_chroma_clients()  # clients opened before would read the files they had open
+    return folder
+
+
 class DocumentIndex(BaseIndex[IS], Generic[IS]):
     """A LlamaIndex index whose every update is one ``_change(add, remove)`` over whole documents."""
 
     documents: dict[str, dict[str, Any]]
     """Document id → what the index keeps of it; at least ``hash``, ``title`` and ``chunks`` (its node ids)."""
 
+    persist_folder: Path | None = None
+    """The folder this index was last persisted to or loaded from (None: in memory only)."""
+
     def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
         """Remove the documents ``remove``, add ``add``, in one update; returns what it did."""
         raise NotImplementedError
+
+    def persist(self, persist_dir: str | Path) -> None:
+        """Write the index to ``persist_dir``; later updates keep that folder in step."""
+        raise NotImplementedError
+
+    def _update(self, add: Sequence[Document], remove: Sequence[str]) -> None:
+        """One :meth:`_change`; with a folder, under its lock, persisted at the end, undone if cut half-way."""
+        folder = self.persist_folder
+        if folder is None:
+            self._change(add, remove)
+            return
+        try:
+            with store_lock(folder), undoable_update(folder):
+                self._change(add, remove)
+                self.persist(folder)
+        except BaseException:
+            forget_chroma_clients()  # the folder's files were put back under their connections: reload the index
+            raise
 
     @staticmethod
     def _documents_of(nodes: Sequence[BaseNode]) -> list[Document]:
@@ -46,7 +82,7 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
     def insert(self, document: Document | Sequence[Document], **insert_kwargs: Any) -> None:
         """Add one document or several in one update (a known id is re-indexed)."""
         documents = [document] if isinstance(document, Document) else list(document)
-        self._change(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
+        self._update(add=documents, remove=[d.doc_id for d in documents if d.doc_id in self.documents])
 
     def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         self.insert(self._documents_of(nodes))
@@ -55,14 +91,14 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
         """Remove a document and everything built from it (what stood on it is rewritten)."""
         if ref_doc_id not in self.documents:
             raise KeyError(f"no document {ref_doc_id!r} in this index")
-        self._change(add=[], remove=[ref_doc_id])
+        self._update(add=[], remove=[ref_doc_id])
 
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
         """Remove the documents a chunk belongs to (a summary goes with its children, not alone)."""
         doc_ids = [d for d, info in self.documents.items() if node_id in info["chunks"]]
         if not doc_ids:
             raise KeyError(f"{node_id!r} is not a chunk of this index (summaries go with their children)")
-        self._change(add=[], remove=doc_ids)
+        self._update(add=[], remove=doc_ids)
 
     def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
         """Re-index a document whose text changed (same id)."""

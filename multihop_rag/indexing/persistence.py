@@ -24,7 +24,7 @@ from multihop_rag.errors import IndexFolderError
 
 __all__ = ["MANIFEST", "LOCK", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
            "store_lock", "reset_store", "CALL_CACHE", "undoable_update", "undo_cut_update", "settled_store",
-           "readable_store"]
+           "readable_store", "recover"]
 
 MANIFEST = "multihop_rag.json"
 LOCK = ".multihop_rag.lock"
@@ -92,7 +92,7 @@ def store_lock(folder: str | Path, say: Any = None) -> Iterator[None]:
     """Hold the store's write lock for the block; a second writer waits for the first (``say`` is told why)."""
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(path / LOCK)
+    lock = FileLock(path / LOCK, is_singleton=True)  # one lock per file: a thread holding it may take it again
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -132,6 +132,9 @@ def undoable_update(folder: str | Path) -> Iterator[None]:
     at once, and a process that died is undone by the next reader or writer (:func:`undo_cut_update`). The
     copy costs a read and a write of the store's files (seconds for thousands of passages), no LLM call."""
     path = Path(folder)
+    if path.resolve() in _UPDATING:  # inside an update of the same store (the CLI's around an index's own)
+        yield
+        return
     snapshot = path / SNAPSHOT
     if snapshot.exists():
         shutil.rmtree(snapshot)
@@ -139,12 +142,29 @@ def undoable_update(folder: str | Path) -> Iterator[None]:
     for entry in _own_files(path):
         _copy(entry, snapshot)
     write_atomic(snapshot / SNAPSHOT_COMPLETE, "")
+    _UPDATING.add(path.resolve())
     try:
         yield
     except BaseException:
         undo_cut_update(path)
         raise
+    finally:
+        _UPDATING.discard(path.resolve())
     shutil.rmtree(snapshot)
+
+
+_UPDATING: set[Path] = set()
+"""Stores this process is updating inside :func:`undoable_update`."""
+
+
+def recover(folder: str | Path) -> bool:
+    """Undo an update of ``folder`` that a dead process left unfinished (under the store's lock, so a running
+    update is waited for); True if one was. A folder this process cannot write is left as it is."""
+    path = Path(folder)
+    if path.resolve() in _UPDATING or not (path / SNAPSHOT).is_dir() or not os.access(path, os.W_OK):
+        return False  # this process's own update running (an index loaded inside it), no update, or read-only
+    with store_lock(path):
+        return undo_cut_update(path)
 
 
 def undo_cut_update(folder: str | Path) -> bool:
