@@ -84,7 +84,7 @@ from langgraph_hirag.replies import (
     names_example_entity,
     said_enough,
 )
-from langgraph_hirag.retrieval import RetrievalNodes
+from langgraph_hirag.retrieval import RetrievalNodes, sub_question_reset
 from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
 from multihop_rag.frameworks.langgraph import dialogue_node, run_settings, word_overlap
 from multihop_rag.llm.calls import Call, Dialogue
@@ -137,20 +137,10 @@ def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseCh
 
 def _per_question_reset() -> dict[str, Any]:
     return {
+        **sub_question_reset(),
         "current": "",
         "entity": "",
-        "candidates": [],
-        "tied": [],
-        "doc_rank": 0,
-        "chunk_rank": 0,
-        "level": "first",
-        "attempts": [],
         "knowledge": "",
-        "response": "",
-        "outcome": "",
-        "fallback": False,
-        "rewritten": None,
-        "rewrite_hits": [],
         "stop_reason": "",
         "first_question": "decomposer",
         "reasoning": "",

@@ -59,6 +59,12 @@ def _knowledge(profile: str, chunk: str) -> str:
     return profile if chunk.strip() in profile else f"{profile}\n{chunk}"
 
 
+def sub_question_reset() -> dict[str, Any]:
+    """What every sub-question's retrieval starts from (fresh lists each time)."""
+    return {"candidates": [], "tied": [], "doc_rank": 0, "chunk_rank": 0, "level": "first", "attempts": [],
+            "outcome": "", "fallback": False, "rewritten": None, "rewrite_hits": [], "response": ""}
+
+
 class RetrievalNodes:
     """The Retriever and Filter as graph nodes over ``corpus``, with a model per role (``models``) and the
     settings ``config`` (a run's ``configurable`` settings override it)."""
@@ -96,18 +102,8 @@ class RetrievalNodes:
     def extract_entity(self, state: HiRAGState) -> Dialogue[dict[str, Any]]:
         reply = yield self._ask("answerer", prompts.EXTRACT_ENTITY.format(question=state["current"]), LINE)
         return {
+            **sub_question_reset(),
             "entity": _entity(first_line(reply), state["current"]),
-            "candidates": [],
-            "tied": [],
-            "doc_rank": 0,
-            "chunk_rank": 0,
-            "level": "first",
-            "attempts": [],
-            "outcome": "",
-            "fallback": False,
-            "rewritten": None,
-            "rewrite_hits": [],
-            "response": "",
             "llm_calls": 1,
             "truncated": int(reply.truncated),
         }

@@ -334,6 +334,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 summarizer=self.summarizer,
                 result_chunk_size=self.config.kg_result_chunk_size,
                 result_chunk_overlap=self.config.kg_result_chunk_overlap,
+                retrieve_for_question=self.config.retrieve_for_question,
             )
         if pipeline == "kg":
             return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)

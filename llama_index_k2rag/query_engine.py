@@ -12,12 +12,14 @@ E. the final answer comes from the KG summary plus the sub-answer summary (Answe
 
 Where the paper disagrees with itself, this follows the prose of §3.1.3: step C splits the KG
 *summary* (Algorithm 2 line 12 says the raw KG output) and step D answers the *sub-question*
-(Algorithm 2 line 22 passes the user's question).
+(Algorithm 2 line 22 passes the user's question). With ``retrieve_for_question`` (ours) the user's question
+is the first sub-question of step D, so its own passages are read whatever the KG answered.
 """
 
 from __future__ import annotations
 
 import time
+from itertools import chain
 from typing import Any
 
 from llama_index.core.base.response.schema import Response
@@ -60,6 +62,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
     summarizer: Any = Field(description="A Summarizer for the KG answer and the sub-answers.")
     result_chunk_size: int = Field(128, description="S when splitting the KG summary.")
     result_chunk_overlap: int = Field(10, description="O when splitting the KG summary.")
+    retrieve_for_question: bool = Field(False, description="Ask the user's question as the first sub-question too.")
 
     def custom_query(self, query_str: str) -> Response:
         kg: KnowledgeGraph = self.kg
@@ -76,8 +79,8 @@ class K2RAGQueryEngine(CustomQueryEngine):
         started = time.perf_counter()
         chunks = chunk_tokens(kg_summary, self.result_chunk_size, self.result_chunk_overlap) if kg_summary else []
         sub_questions, sub_answers, sources = [], [], {}
-        for chunk in chunks:
-            sub_question = _one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk
+        written = (_one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
+        for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
             hits = self.retriever.retrieve(sub_question)
             answer = self.llm.complete(prompts.ANSWER.format(context=_context(hits), question=sub_question)).text
             sub_questions.append(sub_question)

@@ -252,6 +252,27 @@ def test_sub_question_loop_runs_once_per_kg_chunk():
     assert response.source_nodes and set(meta["timings"]) == {"kg", "summarize_kg", "sub_questions", "answer"}
 
 
+def test_with_retrieve_for_question_the_users_question_reaches_the_hybrid_retriever_first():
+    """Issue 41: the question itself never reached the hybrid retriever (support@10 0.45 against naive's 0.90):
+    only sub-questions written from a one-phrase KG answer did."""
+    question = "Where was the designer of the Kesh Bridge born?"
+    paper_llm = ScriptedLLM(respond)
+    paper = build(llm=paper_llm, kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    assert question not in paper.metadata["sub_questions"]
+
+    llm = ScriptedLLM(respond)
+    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(retrieve_for_question=True))
+    response = index.as_query_engine().query(question)
+    meta = response.metadata
+    assert meta["sub_questions"] == [question, "Where was Tomas Halvard born?"] and len(meta["sub_answers"]) == 2
+    generated = [p for p in llm.prompts if p.startswith("Instruction: Your task")]
+    assert len(generated) == 1  # the question is asked as it is, not written
+    first_hits = index.as_retriever().retrieve(question)
+    ranked = [h.node.node_id for h in response.source_nodes]
+    assert ranked[: len(first_hits)] == [h.node.node_id for h in first_hits]  # its chunks lead the evidence
+    assert len(llm.prompts) == len(paper_llm.prompts) + 1  # one more answer call
+
+
 def test_k2rag_summarizes_kg_results_and_sub_answers():
     llm = ScriptedLLM(respond)
     index = build(llm=llm, kg=FakeKG("Halvard " * 200), summarizer="llm", config=K2RAGConfig(min_summary_tokens=5))
