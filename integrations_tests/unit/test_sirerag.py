@@ -447,3 +447,51 @@ def test_a_persisted_index_keeps_its_folder_in_step_and_undoes_an_update_cut_hal
     assert set(after.documents) == {d.doc_id for d in docs[:7]} and len(after.nodes) == len(again.nodes)
     after.insert(docs[7:9])  # and it goes on
     consistent(SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding()))
+
+
+KILLED_UPDATE = """
+import pathlib, sys, time
+from integrations_tests.fakes import HashEmbedding, ScriptedLLM
+from integrations_tests.unit.test_sirerag import DEMO, fake_llm
+from llama_index_sirerag import SiReRAGIndex
+from multihop_rag.corpus import load_documents
+
+folder, marker = sys.argv[1:3]
+answers = fake_llm().script
+
+def hangs_at_the_summaries(prompt):
+    if "Summarize the provided text" in prompt:
+        pathlib.Path(marker).write_text("the update is under way")
+        time.sleep(600)
+    return answers(prompt)
+
+docs = [p.to_llama_index() for p in load_documents(DEMO)]
+SiReRAGIndex.from_persist_dir(folder, llm=ScriptedLLM(hangs_at_the_summaries), embed_model=HashEmbedding()).insert(docs[6:9])
+"""
+
+
+def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(docs, tmp_path):
+    """Issue 39: kill -9 in the middle of an ``insert`` (the summaries above the new chunks being rewritten):
+    the next ``from_persist_dir`` puts the last finished index back and removes the copy."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder, marker = tmp_path / "idx", tmp_path / "marker"
+    index = SiReRAGIndex.from_documents(docs[:6], llm=fake_llm(), embed_model=HashEmbedding(), persist_dir=folder,
+                                        show_progress=False)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_UPDATE, str(folder), str(marker)], env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline and not marker.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), "the update never reached the summaries"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (folder / ".before_update" / ".complete").exists()  # the copy of the last finished index is left
+    again = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding())
+    assert not (folder / ".before_update").exists()  # put back on reload
+    consistent(again)
+    assert set(again.documents) == set(index.documents) and set(again.nodes) == set(index.nodes)
