@@ -86,7 +86,7 @@ class GarlicAnswerer:
         return Answer(question, (result.answer or "").strip(), evidence, time.perf_counter() - started, info=info)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
-        """Make the index hold exactly ``passages`` (new, changed by hash, removed), then persist it."""
+        """Make the index hold exactly ``passages`` (new, changed by hash, removed); the index persists each change."""
         started, before = time.perf_counter(), self.index.llm.usage
         documents = [p.to_llama_index() for p in passages]
         wanted = {d.doc_id for d in documents}
@@ -97,8 +97,6 @@ class GarlicAnswerer:
         fresh = self.index.refresh_ref_docs(documents)
         report.added = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id not in known]
         report.changed = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id in known]
-        if self.folder is not None and report:
-            self.index.persist(self.folder)
         report.llm_calls, report.seconds = (self.index.llm.usage - before).calls, time.perf_counter() - started
         return report
 

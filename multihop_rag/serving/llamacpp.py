@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -118,8 +119,6 @@ class FirstTokenProbe:
         self.top: list[dict[str, Any]] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
-
         if not self.top:
             peak = float(scores.max())
             logp = scores - (peak + np.log(np.exp(scores - peak).sum()))
