@@ -12,9 +12,10 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 PYTEST := $(BIN)/python -m pytest
 PACKAGES := multihop_rag llama_index_sirerag llama_index_k2rag llama_index_garlic langchain_resp langgraph_hirag
-LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES) && $(BIN)/lint-imports
+DOCS := $(BIN)/mkdocs build --strict --quiet
+LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES) && $(BIN)/lint-imports && $(DOCS)
 
-.PHONY: setup demo test test-unit test-integration test-slow lint bench cookbooks lock clean
+.PHONY: setup demo test test-unit test-integration test-slow lint docs bench cookbooks lock clean
 
 # Everything installs from constraints.txt (exact versions; `make lock` regenerates it). pip takes the two
 # packages it has local copies of: torch (the machine's CPU build; a looser source pulls GBs of CUDA) and
@@ -33,7 +34,11 @@ demo: setup
 lint: setup
 	$(LINT)
 
-# Lint and types, then every test but the ones marked slow; prints the total time at the end.
+# The documentation site (mkdocs.yml, docs/, the API from the docstrings) into .venv/site.
+docs: setup
+	$(DOCS)
+
+# Lint, types, the import floors and the documentation site, then every test but the ones marked slow; prints the total time at the end.
 test: setup
 	@start=$$(date +%s); \
 	$(LINT) && $(PYTEST) integrations_tests -m "not slow" -ra --durations=15; status=$$?; \

@@ -8,11 +8,11 @@ answer every run stopping there gives. Three runs on the same questions hold eve
 - ``--probabilities``: a run with a high ``judge_threshold`` (e.g. 0.9), which records P(Yes) of every round
   (``info.judge_probabilities``) and mostly goes to round 3: the answer after round 3.
 
-For a threshold t a question stops at the first round whose P(Yes) ≥ t; its F1 is the F1 of the run that
+For a threshold t a question stops at the first round from ``--min-iterations`` on whose P(Yes) ≥ t; its F1 is the F1 of the run that
 stopped there (a question whose stopping run is missing is reported, not guessed). Prints F1 per threshold
 beside naive's on the same questions.
 
-Usage: python benchmarks/judge_threshold.py DIR/baseline DIR/resp_min_iter2 DIR/resp_judge090
+Usage: python benchmarks/judge_threshold.py DIR/baseline DIR/resp_min_iter2 DIR/resp_judge090 [--min-iterations 2]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("stop1", type=Path)
     parser.add_argument("stop2", type=Path)
     parser.add_argument("probabilities", type=Path)
+    parser.add_argument("--min-iterations", type=int, default=1, help="the round the judge is first asked after")
     args = parser.parse_args()
     naive, by_round = _rows(args.stop1, "naive"), {1: _rows(args.stop1, "resp"), 2: _rows(args.stop2, "resp")}
     probed = _rows(args.probabilities, "resp")
@@ -51,7 +52,8 @@ def main() -> None:
         method, control, stops, missing = [], [], [0, 0, 0], 0
         for qid, row in probed.items():
             p_yes = row["info"].get("judge_probabilities") or []
-            stop = next((i + 1 for i, p in enumerate(p_yes) if p >= threshold), row["info"]["iterations"])
+            asked = enumerate(p_yes[args.min_iterations - 1 :], start=args.min_iterations)
+            stop = next((i for i, p in asked if p >= threshold), row["info"]["iterations"])
             source = by_round.get(stop, {}).get(qid) if stop < row["info"]["iterations"] else row
             if source is None or source["info"]["iterations"] != stop:
                 missing += 1

@@ -291,10 +291,11 @@ def build_resp_graph(
     Args:
         llm: one chat model for every role, or ``{"reasoner", "summarizer", "generator"}`` (§6.2).
         retriever: any LangChain retriever; its first ``top_k`` documents are used per round.
-        config: the knobs (:class:`~langchain_resp.ReSPConfig`, the paper's values by default); a run
+        config: the knobs (:class:`~langchain_resp.ReSPConfig`: the paper's values, but where a field's description says otherwise); a run
             can change them through its context: ``graph.invoke(input, context={"top_k": 3})``.
         checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
-        interrupt_before / interrupt_after: node names to pause at (need a checkpointer).
+        interrupt_before: node names to pause before (needs a checkpointer).
+        interrupt_after: node names to pause after (needs a checkpointer).
         name: the graph's name (as a subgraph of a larger one).
 
     Input ``{"question": str}``; output :class:`~langchain_resp.state.ReSPOutput` (answer and trace).

@@ -81,6 +81,7 @@ from langgraph_hirag.replies import (
     copies_example,
     final_line,
     first_line,
+    invents_words,
     names_example_entity,
     said_enough,
 )
@@ -145,7 +146,7 @@ def _per_question_reset() -> dict[str, Any]:
         "first_question": "decomposer",
         "reasoning": "",
         "answer": "",
-        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples")},
+        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples", "invented_answers")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
 
@@ -225,7 +226,8 @@ def hirag_state_graph(
             known = " ".join(a for a in state.get("sub_answers", []) if a) or "None"
             prompt = prompts.SUMMARIZE.format(question=state["question"], known=known)
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
-        extract = prompts.EXTRACT_ANSWER.format(response=final_line(reasoning) or reasoning.text, question=state["question"])
+        concluded = final_line(reasoning) or reasoning.text
+        extract = prompts.EXTRACT_ANSWER.format(response=concluded, question=state["question"])
         reply = yield Call(models["answerer"], extract, max_tokens=cap, stop=LINE)
         answer, calls, flagged = first_line(reply), 2, []
         if copies_example(answer):
@@ -235,12 +237,16 @@ def hirag_state_graph(
             if copies_example(answer):
                 flagged.append(answer)
                 answer = final_line(reasoning)
+        invented = []
+        if settings.grounded_extraction and invents_words(answer, f"{concluded} {state['question']}"):
+            invented, answer = [answer], concluded.strip()
         return {
             "reasoning": reasoning.text.strip(),
             "answer": answer,
             "llm_calls": calls,
             "truncated": int(reasoning.truncated) + int(reply.truncated),
             "copied_examples": flagged,
+            "invented_answers": invented,
         }
 
     graph = StateGraph(HiRAGState, input_schema=HiRAGInput, output_schema=HiRAGOutput, context_schema=HiRAGConfig)
@@ -271,10 +277,11 @@ def build_hirag_graph(
         llm: one chat model for every role, or ``{"decomposer", "verifier", "answerer"}`` (the paper:
             a large decomposer, §5.3).
         corpus: a :class:`~langgraph_hirag.HierarchicalCorpus`.
-        config: the knobs (:class:`~langgraph_hirag.HiRAGConfig`, the paper's values by default); a run
+        config: the knobs (:class:`~langgraph_hirag.HiRAGConfig`: the paper's values, but where a field's description says otherwise); a run
             can change them through its context: ``graph.invoke(input, context={"th3": 6})``.
         checkpointer: a LangGraph checkpointer, so runs can be interrupted and resumed.
-        interrupt_before / interrupt_after: node names to pause at (need a checkpointer).
+        interrupt_before: node names to pause before (needs a checkpointer).
+        interrupt_after: node names to pause after (needs a checkpointer).
         name: the graph's name (as a subgraph of a larger one).
 
     Input ``{"question": str}``; output :class:`~langgraph_hirag.state.HiRAGOutput` (answer and trace).

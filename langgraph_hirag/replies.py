@@ -10,7 +10,7 @@ from multihop_rag.llm.calls import Reply
 from multihop_rag.metrics import normalize_answer
 
 __all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "is_unknown", "said_enough", "copies_example",
-           "names_example_entity"]
+           "names_example_entity", "invents_words"]
 
 LINE = ["\n"]
 """Stop sequence for one-line outputs (entity, sub-question, rewrite, short answer)."""
@@ -60,6 +60,13 @@ _EXAMPLE_ENTITIES = {normalize_answer(e) for e in prompts.EXAMPLE_ENTITIES}
 def copies_example(answer: str) -> bool:
     """Whether ``answer`` is a few-shot example's answer (a small model copying the prompt)."""
     return bool(answer.strip()) and normalize_answer(answer) in _EXAMPLE_ANSWERS
+
+
+def invents_words(answer: str, source: str) -> bool:
+    """Whether ``answer`` has a word (after HotpotQA's normalisation; yes/no aside) that ``source`` lacks: an
+    extraction that wrote what it was not given."""
+    known = set(normalize_answer(source).split()) | {"yes", "no"}
+    return any(word not in known for word in normalize_answer(answer).split())
 
 
 def names_example_entity(text: str, context: str) -> bool:

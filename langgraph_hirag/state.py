@@ -81,6 +81,9 @@ class HiRAGOutput(TypedDict, total=False):
     copied_examples: Annotated[list[str], operator.add]
     """Answers equal to a prompt example's answer, and sub-questions naming an example's made-up entity
     (each asked again once; dropped if copied again) (append)."""
+    invented_answers: Annotated[list[str], operator.add]
+    """Short answers the extraction step wrote with a word found neither in the line it extracted from nor
+    in the question, replaced by that line (``grounded_extraction``) (append)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap (sum)."""
     llm_calls: Annotated[int, operator.add]

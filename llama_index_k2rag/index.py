@@ -169,8 +169,9 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 the embedded model), ``None`` (no graph: only the semantic/keyword/hybrid
                 pipelines work), or a built :class:`KnowledgeGraph`.
             kg_options: keyword arguments for the graph's builder (GraphRAG: ``root``, ``settings``).
-            vector_store / storage_context: where the dense chunks go (default: in memory, or Chroma
-                in ``persist_dir``); it must be empty unless ``overwrite=True``.
+            vector_store: where the dense chunks go (default: in memory, or Chroma in ``persist_dir``);
+                it must be empty unless ``overwrite=True``.
+            storage_context: a LlamaIndex storage context holding that vector store instead.
             persist_dir: persist there, with the LLM-call cache (a killed build resumes).
             cache: another place for the LLM-call cache.
         """

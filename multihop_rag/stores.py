@@ -67,7 +67,7 @@ def chroma_client(store: str | Path | None = None) -> chromadb.ClientAPI:
                 f"no Chroma server answers at {store} ({type(exc).__name__}): start one with "
                 f"'chroma run --host {url.hostname or '127.0.0.1'} --port {url.port or 8000} --path <folder>', or give a folder"
             ) from None
-    path = Path(store).expanduser()
+    path = Path(store).expanduser().resolve()  # Chroma keeps one client per path string
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=settings)
 

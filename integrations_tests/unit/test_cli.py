@@ -512,10 +512,12 @@ def test_a_read_only_store_is_queried_from_a_private_copy_and_left_untouched(cap
                                                                            monkeypatch):
     """Issue 39 #6: Chroma writes to its database to open it, so a read-only store (a read-only mount; checked by
     hand on one, with the 0.5B) is read from a private copy, removed afterwards."""
+    import gc
     import os
 
     store = tmp_path / "s"
     assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    gc.collect()  # the index command's LLM-call cache closes (its write-ahead log folded in) before the snapshot
     before = {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()}
     writable = os.access
     monkeypatch.setattr(os, "access", lambda path, mode, **k: False if Path(path) == store else writable(path, mode, **k))
