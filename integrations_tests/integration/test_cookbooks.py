@@ -20,6 +20,9 @@ EXPECTED = {
     "06_sirerag_pool_with_resp": ["answer:", "what ReSP's first round saw"],
 }
 """Text each notebook's outputs must contain (a structure summary and a traced answer)."""
+SLOW = {"01_sirerag", "06_sirerag_pool_with_resp"}
+"""The two that build SiReRAG (151 s and 118 s of the integration tier's 2,738 s; SiReRAG's build, update and
+reload run in test_sirerag and test_methods): ``make test-slow`` executes them, ``make test`` the other four."""
 
 
 def _outputs(notebook) -> str:
@@ -35,7 +38,8 @@ def test_there_is_one_cookbook_per_method_plus_the_composition():
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("path", COOKBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=[pytest.mark.slow] if p.stem in SLOW else []) for p in COOKBOOKS],
+                         ids=lambda p: p.stem)
 def test_cookbook_runs(path, tmp_path, monkeypatch, fast_llm_spec):
     monkeypatch.setenv("MULTIHOP_RAG_LLM", fast_llm_spec)
     monkeypatch.setenv("MULTIHOP_RAG_EMBED", "st:default")

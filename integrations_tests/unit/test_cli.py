@@ -534,3 +534,11 @@ def test_an_atomic_write_keeps_the_permissions_a_plain_write_would_give(tmp_path
     write_atomic(atomic, "{}")
     assert atomic.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
     assert sorted(p.name for p in tmp_path.iterdir()) == ["atomic.json", "plain.json"]
+
+
+def test_the_demo_answers_the_first_limit_questions_with_each_method(capsys, fake_models, tmp_path):
+    code, out, err = run(capsys, "demo", "--limit", "1", "--quiet", "--store", str(tmp_path / "demo"))
+    assert code == 0, err
+    assert out.count("Q: ") == 3 and "| naive | 1/1 |" in out and "| resp |" in out and "| hirag |" in out
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["demo", "--limit", "0"])

@@ -332,6 +332,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     passages, questions = load_demo()
+    questions = questions[: args.limit]
     names = ["naive", "resp", "hirag"] if args.methods == "default" else [m.strip() for m in args.methods.split(",") if m.strip()]
     if "all" in names:
         names = list(registry.available())
@@ -359,6 +360,12 @@ def _demo(args: argparse.Namespace) -> int:
               f"{sum(r[4] for r in rows) / len(rows):.1f} |")
     print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", help="your own questions: a JSONL of {question, answers[, supporting_titles]}")
     p.add_argument("--corpus", help="with --questions: the documents (a folder of .txt/.md or a .jsonl)")
     p.add_argument("--methods", default="naive", help="comma-separated methods; naive@M: naive RAG reading as many tokens as M's evidence (after M)")
-    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--limit", type=_positive_int, help="only the first N questions")
     p.add_argument("--start", type=int, default=0, help="dev split: the questions and the pool begin after this many "
                    "(100: the tuning questions 101–200; report on the first 100, never tune on them)")
     p.add_argument("--pool", type=int, default=30, help="dev split: the corpus pools the candidates of this many questions (default: 30)")
@@ -421,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="answer the bundled two-hop questions with naive, ReSP and HiRAG side by side")
     p.add_argument("--methods", default="default", help="comma-separated methods, or all (default: naive,resp,hirag)")
     p.add_argument("--store", help="folder for the demo's indexes (default: a new temporary folder)")
+    p.add_argument("--limit", type=_positive_int, help="answer the first N demo questions only (default: all three)")
     p.add_argument("--quiet", action="store_true", help="no reasoning trace")
     common(p)
     p.set_defaults(run=_demo)
