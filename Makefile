@@ -56,12 +56,15 @@ test-slow: setup
 	$(PYTEST) integrations_tests -m slow -ra --durations=15; status=$$?; \
 	echo "make test-slow: $$(( $$(date +%s) - start )) s in all (exit $$status)"; exit $$status
 
-# The model-speed benchmark, then build throughput, update cost and estimate accuracy against stand-in servers.
+# The model-speed benchmark, then build throughput, update cost, estimate accuracy and cost against corpus size
+# (bench_scale: about 1.5 h; it resumes from benchmarks/results/scale/scale.jsonl — delete that file to measure
+# again) against stand-in servers.
 bench: setup
 	$(BIN)/python benchmarks/bench_backends.py
 	$(BIN)/python benchmarks/bench_build.py
 	$(BIN)/python benchmarks/bench_update.py
 	$(BIN)/python benchmarks/bench_estimate.py
+	$(BIN)/python benchmarks/bench_scale.py
 
 # Execute the cookbooks in place on the fast embedded model (the run the tests do), outputs committed.
 cookbooks: setup

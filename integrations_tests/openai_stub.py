@@ -6,7 +6,9 @@ Its replies are extractive and deterministic, shaped to each prompt the methods 
 paragraph as JSON (a schema in ``response_format``), GARLIC's bullet points (one per segment), triples
 for a knowledge-graph prompt, and for any other prompt the first sentence of each paragraph (a
 summary). ``/props`` reports ``total_slots`` as llama.cpp's server does; ``down = True`` makes it
-answer 503, a host that fails.
+answer 503, a host that fails; ``malformed = f`` cuts that share of its JSON replies in half (a small
+model's reply that does not parse), spread evenly. ``slot_seconds`` sums the time requests held a slot
+(its share of ``slots`` × wall time is how busy the host was).
 """
 
 from __future__ import annotations
@@ -83,10 +85,12 @@ def stand_in_reply(prompt: str, schema: dict[str, Any] | None = None) -> str:
 class SlotServer:
     """``with SlotServer(slots=4, delay=0.5) as server: …`` — ``server.url`` ends in ``/v1``."""
 
-    def __init__(self, slots: int = 1, delay: float = 0.2, model: str = "stand-in"):
-        self.slots, self.delay, self.model = slots, delay, model
+    def __init__(self, slots: int = 1, delay: float = 0.2, model: str = "stand-in", malformed: float = 0.0):
+        self.slots, self.delay, self.model, self.malformed = slots, delay, model, malformed
         self.down = False
         self.requests = 0
+        self.json_replies = 0
+        self.slot_seconds = 0.0
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -117,6 +121,7 @@ class SlotServer:
 
     def answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._gate:
+            started = time.perf_counter()
             with self._lock:
                 self.requests += 1
                 self._in_flight += 1
@@ -130,9 +135,12 @@ class SlotServer:
                 fmt = body.get("response_format") or {}
                 schema = fmt.get("json_schema", {}).get("schema") if fmt.get("type") == "json_schema" else None
                 text = stand_in_reply(prompt, schema)
+                if schema is not None and self._cut_next():
+                    text = text[: len(text) // 2]
             finally:
                 with self._lock:
                     self._in_flight -= 1
+                    self.slot_seconds += time.perf_counter() - started
         prompt_tokens, completion_tokens = count_tokens(prompt), count_tokens(text)  # tiktoken, as the estimates
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
@@ -141,6 +149,13 @@ class SlotServer:
             return {"id": "stub", "object": "chat.completion", "created": 0, "model": self.model, "choices": [choice], "usage": usage}
         choice = {"index": 0, "text": text, "finish_reason": "stop"}
         return {"id": "stub", "object": "text_completion", "created": 0, "model": self.model, "choices": [choice], "usage": usage}
+
+    def _cut_next(self) -> bool:
+        """Whether this JSON reply is one of the ``malformed`` share (every 1/f-th, evenly spread)."""
+        with self._lock:
+            self.json_replies += 1
+            n = self.json_replies
+        return int(n * self.malformed) > int((n - 1) * self.malformed)
 
     def __enter__(self) -> SlotServer:
         threading.Thread(target=self._http.serve_forever, daemon=True).start()

@@ -200,6 +200,8 @@ class _Level:
 
     number: int
     nodes: list[GraphNode] = field(default_factory=list)
+    tokens: int = 0
+    """The nodes' tokens, kept as they come (summed again on every finished summary, a level cost O(n²))."""
     complete: bool = False
     """Every node is known: the level below is summarized."""
     plan: list[tuple[list[GraphNode], list[str] | None]] = field(default_factory=list)
@@ -213,10 +215,32 @@ class _Level:
     exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = field(default_factory=list)
     """Summarized batches with their prompt, reply and points, for the next level's edges."""
     closed: bool = False
+    open_batch: list[GraphNode] = field(default_factory=list)
+    """While the level fills: the batch the next nodes join (greedy batching, as :func:`make_batches`)."""
+    open_tokens: int = 0
+    fed: int = 0
+    """Nodes taken into batches so far."""
 
-    @property
-    def tokens(self) -> int:
-        return sum(n.tokens for n in self.nodes)
+    def __post_init__(self) -> None:
+        self.tokens = sum(n.tokens for n in self.nodes)
+
+    def extend(self, nodes: Sequence[GraphNode]) -> None:
+        self.nodes += nodes
+        self.tokens += sum(n.tokens for n in nodes)
+
+    def closed_batches(self, budget: int) -> list[list[GraphNode]]:
+        """The batches the nodes come up since the last call close, each node batched once: the same batches
+        :func:`make_batches` gives the whole level, but the last (still open)."""
+        closed: list[list[GraphNode]] = []
+        for node in self.nodes[self.fed :]:
+            cost = node.tokens + 2
+            if self.open_batch and self.open_tokens + cost > budget:
+                closed.append(self.open_batch)
+                self.open_batch, self.open_tokens = [], 0
+            self.open_batch.append(node)
+            self.open_tokens += cost
+        self.fed = len(self.nodes)
+        return closed
 
 
 class _Levels:
@@ -300,7 +324,7 @@ class _Levels:
         if level.planned or not (level.complete or self.early):
             return
         if not level.complete:  # every batch but the last is fixed
-            level.plan += [(b, None) for b in make_batches(level.nodes, self.budget)[len(level.plan):-1]]
+            level.plan += [(b, None) for b in level.closed_batches(self.budget)]
             return
         if not level.plan:  # an update keeps the old batches whose nodes are all still there
             present = {n.id: n for n in level.nodes}
@@ -347,7 +371,7 @@ class _Levels:
         batch, kept = level.plan[level.emitted]
         up = self._next(level, levels)
         if kept is not None:  # an update keeps this batch: its points, edges and vectors stay
-            up.nodes += [self.old_node[p] for p in kept]
+            up.extend([self.old_node[p] for p in kept])
             self.edges.update({p: self.previous.edges[p] for p in kept})  # type: ignore[union-attr]
             return
         result = level.results[level.emitted]
@@ -362,7 +386,7 @@ class _Levels:
         doc_ids = list(dict.fromkeys(d for n in batch for d in n.doc_ids))
         ips = [GraphNode(node_id(level.number + 1, t, kids), t, level.number + 1, count_tokens(t), doc_ids) for t in texts]
         ips = list({ip.id: ip for ip in ips}.values())
-        up.nodes += ips
+        up.extend(ips)
         level.exchanges.append((batch, prompt, reply, ips))
 
     def _close(self, level: _Level, levels: list[_Level]) -> None:

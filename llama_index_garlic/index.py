@@ -175,9 +175,9 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             else:
                 # A document packed in a chunk with a removed or changed one is chunked again: it must be at hand.
                 everything = [Document(id_=d, text=i["text"], metadata=i["metadata"]) for d, i in self.documents.items()]
-                new_ids = {d.doc_id for d in add}
+                again = {d.doc_id for d in add} | self._packed_with(remove)
                 self.graph = build_graph(
-                    [d for d in everything if d.doc_id in new_ids or self.graph is None or self._packed_with(d.doc_id, remove)],
+                    [d for d in everything if self.graph is None or d.doc_id in again],
                     llm=self.llm, embed_model=self.embed_model, attention=self.attention_model, config=self.config,
                     max_concurrency=self.max_concurrency, show_progress=self._show_progress, report=self.report,
                     previous=self.graph, dropped=list(remove),
@@ -194,12 +194,11 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         }
         return self.last_update
 
-    def _packed_with(self, doc_id: str, removed: Sequence[str]) -> bool:
-        """Whether ``doc_id`` shares a level-1 chunk with a removed document (it is then chunked again)."""
-        if self.graph is None:
-            return True
+    def _packed_with(self, removed: Sequence[str]) -> set[str]:
+        """The documents sharing a level-1 chunk with a removed one (they are chunked again): one pass over the chunks."""
         gone = set(removed)
-        return any(doc_id in c.doc_ids and gone & set(c.doc_ids) for c in self.graph.levels.get(1, []))
+        chunks = self.graph.levels.get(1, []) if self.graph is not None else []
+        return {d for c in chunks if gone.intersection(c.doc_ids) for d in c.doc_ids}
 
     def _sync(self) -> None:
         """Make the vector store hold exactly the graph's nodes (with their vectors)."""

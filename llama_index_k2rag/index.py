@@ -388,12 +388,14 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             raise IndexFolderError(f"{folder}: its chunks live in a {manifest['vector_store']}; pass it as vector_store=")
         storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
         llm = cached_llm(llm, cache if cache is not None else folder / CACHE_FILE)
+        config = K2RAGConfig(**manifest["config"])
         kg: KnowledgeGraph | None = None
         if manifest["kg"] == "property":
-            kg = PropertyGraphKG.load(folder / "kg", llm, embed_model)
+            kg = PropertyGraphKG.load(folder / "kg", llm, embed_model, max_paths_per_chunk=config.max_kg_paths_per_chunk,
+                                      max_concurrency=max_concurrency or default_concurrency(llm))
         elif manifest["kg"] == "graphrag":
             kg = _graphrag(llm, embed_model, folder=folder / "kg")
-        index = cls(llm=llm, embed_model=embed_model, config=K2RAGConfig(**manifest["config"]),
+        index = cls(llm=llm, embed_model=embed_model, config=config,
                     summarizer=summarizer if summarizer is not None else manifest["summarizer"], kg=kg,
                     storage_context=storage, index_struct=K2RAGStruct(index_id=manifest["index_id"]),
                     max_concurrency=max_concurrency)

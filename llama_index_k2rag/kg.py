@@ -2,26 +2,30 @@
 
 The paper queries Microsoft GraphRAG with the question and uses the text it returns (§3.1.3 step
 A, §4.1). :class:`PropertyGraphKG` is the light default: LlamaIndex's property graph index with
-an LLM triple extractor (``SimpleLLMPathExtractor``) and its query engine over the graph.
+an LLM triple extractor (``SimpleLLMPathExtractor``) and its query engine over the graph. Chunks go
+in batch after batch: the next batch's triples are extracted (LLM calls) while the graph embeds and
+stores the last one (CPU), so a build against a server never leaves its slots idle for the embedding.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, EntityNode
+from llama_index.core.graph_stores import SimplePropertyGraphStore
+from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, EntityNode, LabelledNode
 from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import BaseNode, TextNode
-from pydantic import Field
+from llama_index.core.schema import BaseNode, TextNode, TransformComponent
+from pydantic import Field, PrivateAttr
 from tqdm.auto import tqdm
 
-from multihop_rag.llm.aio import call_sync
+from multihop_rag.llm.aio import call_sync, run_sync
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
 
@@ -55,36 +59,62 @@ class UpdatableGraph(KnowledgeGraph, Protocol):
 class _BoundedPathExtractor(SimpleLLMPathExtractor):
     """``SimpleLLMPathExtractor`` with ``max_concurrency`` chunks in flight and a bar that moves per chunk.
 
-    Every chunk is extracted on the one event loop ``PropertyGraphIndex`` runs the extractor on (no loop
-    is made per call: an async client's connections belong to the loop that opened them), at most
-    ``max_concurrency`` at once; the library's own gather shows its bar only at the end, and
-    ``PropertyGraphIndex`` never passes ``show_progress`` anyway.
+    Every chunk of a batch is extracted on one event loop (no loop is made per call: an async client's
+    connections belong to the loop that opened them), at most ``max_concurrency`` at once; the library's own
+    gather shows its bar only at the end.
     """
 
     max_concurrency: int = Field(default=1, description="Chunks extracted at once.")
-    show_progress: bool = Field(default=True, description="Show a bar that moves per chunk.")
+    _bar: Any = PrivateAttr(default=None)
 
-    def __init__(self, *, max_concurrency: int = 1, show_progress: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, max_concurrency: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.max_concurrency, self.show_progress = max_concurrency, show_progress
+        self.max_concurrency = max_concurrency
+
+    def report_to(self, bar: Any) -> None:
+        """Move ``bar`` (a tqdm bar, or None) by one per extracted chunk."""
+        self._bar = bar
 
     async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
         gate = asyncio.Semaphore(max(1, self.max_concurrency))
-        with tqdm(total=len(nodes), desc="K2RAG KG triples", disable=not self.show_progress) as bar:
 
-            async def one(node: BaseNode) -> BaseNode:
-                async with gate:
-                    extracted = await self._aextract(node)
-                bar.update()  # here, not in the gatherer: a blocking local model runs every chunk before it wakes
-                return extracted
+        async def one(node: BaseNode) -> BaseNode:
+            async with gate:
+                extracted = await self._aextract(node)
+            if self._bar is not None:
+                self._bar.update()  # here, not in the gatherer: a blocking local model runs every chunk before it wakes
+            return extracted
 
-            tasks = [asyncio.ensure_future(one(node)) for node in nodes]
-            try:
-                return list(await asyncio.gather(*tasks))
-            except BaseException:
-                for task in tasks:
-                    task.cancel()  # chunks not extracted yet are not started (a failed call, Ctrl-C)
-                raise
+        tasks = [asyncio.ensure_future(one(node)) for node in nodes]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()  # chunks not extracted yet are not started (a failed call, Ctrl-C)
+            raise
+
+
+class _GraphStore(SimplePropertyGraphStore):
+    """LlamaIndex's in-memory property graph store, whose look-up by id reads those ids' entries: its own reads
+    every node of the graph for each id asked (``PropertyGraphIndex`` asks for every id of a batch it
+    inserts), so a graph built batch by batch cost O(graph × batch) per batch, O(n²) in all."""
+
+    def get(self, properties: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
+        if ids and not properties:
+            nodes = self.graph.nodes
+            return [nodes[i] for i in dict.fromkeys(ids) if i in nodes]
+        return super().get(properties=properties, ids=ids)
+
+
+class _Extracted(TransformComponent):
+    """The extractor the ``PropertyGraphIndex`` runs: the chunks come with their triples already extracted
+    (:meth:`PropertyGraphKG.add`), so it passes them on."""
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        return nodes
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        return nodes
 
 
 class PropertyGraphKG:
@@ -92,9 +122,10 @@ class PropertyGraphKG:
 
     name = "property"
 
-    def __init__(self, index: PropertyGraphIndex, llm: LLM) -> None:
+    def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor) -> None:
         self.index = index
         self.llm = llm
+        self.extractor = extractor
 
     @classmethod
     def build(
@@ -108,19 +139,38 @@ class PropertyGraphKG:
         show_progress: bool = True,
     ) -> PropertyGraphKG:
         """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once."""
-        extractor = _BoundedPathExtractor(
-            llm=llm, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency, show_progress=show_progress
-        )
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
-        index = call_sync(
-            PropertyGraphIndex, nodes=list(nodes), llm=llm, kg_extractors=[extractor], embed_model=embed_model,
-            show_progress=show_progress,
-        )
-        return cls(index, llm)
+        index = call_sync(PropertyGraphIndex, nodes=[], llm=llm, kg_extractors=[_Extracted()], embed_model=embed_model,
+                          property_graph_store=_GraphStore())
+        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency))
+        graph.add(nodes, show_progress=show_progress)
+        return graph
 
-    def add(self, nodes: Sequence[TextNode]) -> None:
-        """Extract the triples of new chunks into the graph."""
-        call_sync(self.index.insert_nodes, list(nodes))
+    def add(self, nodes: Sequence[TextNode], show_progress: bool = False) -> None:
+        """Extract the triples of new chunks into the graph, batch after batch: with more than one call in flight,
+        the next batch is extracted while the last one is embedded and stored."""
+        size = max(32, 8 * self.extractor.max_concurrency)
+        batches = [list(nodes[i : i + size]) for i in range(0, len(nodes), size)]
+
+        def extract(batch: list[TextNode]) -> list[BaseNode]:
+            return list(run_sync(self.extractor.acall(batch)))
+
+        with tqdm(total=len(nodes), desc="K2RAG KG triples", disable=not show_progress) as bar:
+            self.extractor.report_to(bar)
+            try:
+                if self.extractor.max_concurrency <= 1:  # the in-process model: CPU work beside it only slows it
+                    for batch in batches:
+                        call_sync(self.index.insert_nodes, extract(batch))
+                    return
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="multihop-rag-kg") as side:
+                    pending = side.submit(extract, batches[0]) if batches else None
+                    for following in [*batches[1:], None]:
+                        assert pending is not None
+                        extracted = pending.result()
+                        pending = side.submit(extract, following) if following is not None else None
+                        call_sync(self.index.insert_nodes, extracted)
+            finally:
+                self.extractor.report_to(None)
 
     def remove(self, chunk_ids: Sequence[str]) -> None:
         """Remove chunks, the triples extracted from them, and entities no triple mentions any more."""
@@ -153,9 +203,14 @@ class PropertyGraphKG:
         self.index.storage_context.persist(persist_dir=str(folder))
 
     @classmethod
-    def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding) -> PropertyGraphKG:
-        storage = StorageContext.from_defaults(persist_dir=str(folder))
-        index = load_index_from_storage(storage, llm=llm, embed_model=embed_model)
+    def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
+             max_concurrency: int = 1) -> PropertyGraphKG:
+        storage = StorageContext.from_defaults(persist_dir=str(folder), property_graph_store=_GraphStore.from_persist_dir(str(folder)))
+        index = load_index_from_storage(storage, llm=llm, embed_model=embed_model, kg_extractors=[_Extracted()])
         if not isinstance(index, PropertyGraphIndex):
             raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
-        return cls(index, llm)
+        return cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency))
+
+
+def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int) -> _BoundedPathExtractor:
+    return _BoundedPathExtractor(llm=llm, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency)

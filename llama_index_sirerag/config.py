@@ -25,6 +25,14 @@ class SiReRAGConfig(BaseModel):
     seed: int = Field(224, description="Seed of UMAP and the GMMs (RAPTOR's).")
     relatedness: bool = Field(True, description="Build the relatedness tree; False gives plain RAPTOR.")
     relatedness_summaries: bool = Field(True, description="Recursive summaries on the relatedness tree (ablation A: False).")
+    max_aggregate_tokens: int | None = Field(
+        200,
+        ge=16,
+        description="Cut an entity's propositions, in corpus order, into aggregates of at most this many tokens "
+        "(None: one unbounded aggregate per entity, §4.2 and the authors' code). all-MiniLM-L6-v2 reads 256 word "
+        "pieces: the rest of a longer aggregate was never embedded, and a common entity's aggregate grows with the "
+        "corpus (issue 42).",
+    )
     index_propositions: bool = Field(False, description="Also put every proposition in the pool (ablation B: True).")
     aggregates: bool = Field(
         True, description="Proposition aggregates as the relatedness leaves (ablation C: False, with index_propositions)."

@@ -19,8 +19,9 @@ Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``u
 LLM calls go through the index's own call cache (a SQLite file beside its persisted files, or the
 path given as ``cache``), so a killed build resumes without repeating finished calls; they run
 ``max_concurrency`` at once (default: the model server's parallel slots), the two trees side by side
-when that is more than one (stage ``trees``). ``stats()`` reports each build stage's time, busy share,
-calls and tokens, and what the last update rewrote.
+when that is more than one (stage ``trees``: propositions and the relatedness tree beside the chunks'
+embeddings and the similarity tree, so the CPU work of one overlaps the other's calls). ``stats()``
+reports each build stage's time, busy share, calls and tokens, and what the last update rewrote.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from llama_index_sirerag import prompts
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import Proposition, entity_key, extract_propositions, group_aggregates
 from llama_index_sirerag.retriever import SiReRAGRetriever
-from llama_index_sirerag.tree import TreeBuilder, TreeNode, node_id, tree_stats
+from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
 from multihop_rag.indexing.clustering import cluster
@@ -110,7 +111,7 @@ def _text_node(node: TreeNode) -> TextNode:
     return TextNode(
         id_=node.id,
         text=node.text,
-        embedding=node.embedding,
+        embedding=node.embedding.tolist() if node.embedding is not None else None,
         metadata=metadata,
         excluded_embed_metadata_keys=list(metadata),
         excluded_llm_metadata_keys=list(metadata),
@@ -222,7 +223,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
     def _embed(self, nodes: Sequence[TreeNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]
         if todo:
-            vectors = self.embed_model.get_text_embedding_batch([n.text for n in todo], show_progress=self._show_progress)
+            vectors = as_vectors(self.embed_model.get_text_embedding_batch([n.text for n in todo], show_progress=self._show_progress))
             for node, vector in zip(todo, vectors, strict=True):
                 node.embedding = vector
 
@@ -239,28 +240,39 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         gone = [cid for doc_id in remove for cid in self.documents.pop(doc_id, {}).get("chunks", [])]
         for cid in gone:
             self.propositions.pop(cid, None)
-        with self._stages.stage("chunk_and_embed"):
+        with self._stages.stage("chunk"):
             chunks = self._chunks(add)
-            self._embed(chunks)
+            chunks_of: dict[str, list[str]] = {}
+            for chunk in chunks:
+                chunks_of.setdefault(chunk.metadata["doc_id"], []).append(chunk.id)
             for doc in add:
                 self.documents[doc.doc_id] = {"hash": document_hash(doc), "title": str(doc.metadata.get("title", "")),
-                                              "chunks": [c.id for c in chunks if c.metadata["doc_id"] == doc.doc_id]}
-        if config.relatedness or config.dual_clustering_on_chunks:
-            with self._stages.stage("propositions"):
-                self._extract([c for c in chunks if c.id not in self.propositions])
-        # The trees are independent (§4.1, §4.2): built side by side, each fills the slots the other's
-        # waits between levels leave free; the similarity tree on its own dict, merged back after.
+                                              "chunks": chunks_of.get(doc.doc_id, [])}
+        todo = [c for c in chunks if c.id not in self.propositions] if config.relatedness or config.dual_clustering_on_chunks else []
+        # The trees are independent (§4.1, §4.2): built side by side — propositions then the relatedness tree
+        # beside the chunks' embeddings then the similarity tree — so each fills the slots the other's CPU work
+        # and waits between levels leave free; the similarity tree on its own dict, merged back after.
         similarity_nodes = {i: n for i, n in self.nodes.items() if n.tree == "similarity"}
         for nid in similarity_nodes:
             del self.nodes[nid]
         relatedness = config.relatedness and not config.dual_clustering_on_chunks
+
+        def related(limit: CallLimit) -> tuple[int, int]:
+            self._extract(todo, limit)
+            return self._relatedness(first_build, limit) if relatedness else (0, 0)
+
+        def similar(limit: CallLimit) -> tuple[int, int]:
+            self._embed(chunks)
+            return self._similarity(similarity_nodes, chunks, gone, first_build, limit)
+
         try:
             with self._stages.stage("trees"):
-                (r_rewritten, r_splits), (s_rewritten, s_splits) = side_by_side(
-                    lambda limit: self._relatedness(first_build, limit) if relatedness else (0, 0),
-                    lambda limit: self._similarity(similarity_nodes, chunks, gone, first_build, limit),
-                    max_concurrency=self.max_concurrency,
-                )
+                if config.dual_clustering_on_chunks:  # ablation E clusters the chunks by their propositions' entities
+                    limit = CallLimit(self.max_concurrency)
+                    (r_rewritten, r_splits), (s_rewritten, s_splits) = related(limit), similar(limit)
+                else:
+                    (r_rewritten, r_splits), (s_rewritten, s_splits) = side_by_side(
+                        related, similar, max_concurrency=self.max_concurrency)
         finally:
             self.nodes.update(similarity_nodes)
         rewritten, splits = r_rewritten + s_rewritten, r_splits + s_splits
@@ -291,7 +303,9 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         builder.build(leaves, nodes, extra_first_clusters=extra)
         return builder.rewritten, builder.splits
 
-    def _extract(self, chunks: Sequence[TreeNode]) -> None:
+    def _extract(self, chunks: Sequence[TreeNode], limit: CallLimit) -> None:
+        if not chunks:
+            return
         position = len(self.propositions)
         found, skipped = extract_propositions(
             self.llm,
@@ -299,7 +313,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
             max_facts=self.config.max_propositions,
             max_entities=self.config.max_entities,
             coreference_rewrite=self.config.coreference_rewrite,
-            max_concurrency=self.max_concurrency,
+            max_concurrency=limit,
             stats=self.structured,
             show_progress=self._show_progress,
             first_position=position,
@@ -333,7 +347,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         if config.aggregates:
             leaves += [TreeNode(id=node_id("relatedness", "aggregate", 0, a.text), text=a.text, tree="relatedness", level=0,
                                 kind="aggregate", metadata={"entities": "; ".join(a.entities), "chunk_ids": ",".join(a.chunk_ids)})
-                       for a in group_aggregates(propositions)]
+                       for a in group_aggregates(propositions, config.max_aggregate_tokens)]
         if config.index_propositions or not config.aggregates:
             leaves += [TreeNode(id=node_id("relatedness", "proposition", 0, p.text), text=p.text, tree="relatedness",
                                 level=0, kind="proposition", metadata={"entities": "; ".join(p.entities), "chunk_id": p.chunk_id})
@@ -468,7 +482,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         self.persist_folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.storage_context.persist(persist_dir=str(folder))
-        nodes = [{**asdict(n), "embedding": None} for n in self.nodes.values()]
+        nodes = [asdict(replace(n, embedding=None)) for n in self.nodes.values()]
         payload = {"nodes": nodes, "documents": self.documents, "propositions": self.propositions,
                    "skipped": self.skipped, "failures": self.failures, "stages": self._stages.figures,
                    "structured": self.structured.as_dict(), "last_update": self.last_update, "llm": self._llm_spent().as_dict()}

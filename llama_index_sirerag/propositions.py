@@ -4,7 +4,10 @@ Grouping follows the authors' notebooks: an entity's key is its lower-cased name
 propositions without entities are dropped, an entity's propositions are concatenated in corpus
 order (so those of one document stay together and in order), a single-proposition aggregate
 whose proposition also belongs to another aggregate is dropped, and identical aggregates are
-kept once.
+kept once. With ``max_tokens`` an entity's propositions are cut, in corpus order, into aggregates of
+at most that many tokens (a departure: the authors' aggregates are unbounded, but an entity such as
+"United States" gathers hundreds of propositions in a large corpus — past what an embedder reads, so
+the rest would never be embedded, and past a summary call).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field, create_model
 
 from llama_index_sirerag import prompts
-from multihop_rag.llm.concurrency import map_bounded
+from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.concurrency import CallLimit, map_bounded
 from multihop_rag.llm.structured import StructuredStats, generate_json
 
 __all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
@@ -81,7 +85,7 @@ def extract_propositions(
     max_facts: int = 30,
     max_entities: int = 10,
     coreference_rewrite: bool = False,
-    max_concurrency: int = 1,
+    max_concurrency: int | CallLimit = 1,
     stats: StructuredStats | None = None,
     show_progress: bool = True,
     first_position: int = 0,
@@ -124,8 +128,25 @@ def extract_propositions(
     return propositions, skipped
 
 
-def group_aggregates(propositions: Sequence[Proposition]) -> list[Aggregate]:
-    """Proposition aggregates: one per entity, in order of first mention, after the singleton rule."""
+def _parts(members: list[Proposition], max_tokens: int | None, tokens: dict[str, int]) -> list[list[Proposition]]:
+    """``members`` cut in order into runs of at most ``max_tokens`` tokens (a longer proposition alone)."""
+    if max_tokens is None:
+        return [members]
+    parts: list[list[Proposition]] = [[]]
+    used = 0
+    for prop in members:
+        size = tokens.setdefault(prop.id, count_tokens(prop.text) + 1)
+        if parts[-1] and used + size > max_tokens:
+            parts.append([])
+            used = 0
+        parts[-1].append(prop)
+        used += size
+    return parts
+
+
+def group_aggregates(propositions: Sequence[Proposition], max_tokens: int | None = None) -> list[Aggregate]:
+    """Proposition aggregates: one per entity (or per ``max_tokens`` of its propositions), in order of first
+    mention, after the singleton rule."""
     ordered = sorted(propositions, key=lambda p: p.order)
     by_entity: dict[str, list[Proposition]] = {}
     names: dict[str, str] = {}
@@ -143,18 +164,20 @@ def group_aggregates(propositions: Sequence[Proposition]) -> list[Aggregate]:
         for prop in members:
             memberships[prop.id] = memberships.get(prop.id, 0) + 1
     aggregates: dict[str, Aggregate] = {}
+    tokens: dict[str, int] = {}
     for key, members in by_entity.items():
         if len(members) == 1 and memberships[members[0].id] > 1:
             continue  # its only proposition lives in another aggregate too
-        text = "\n".join(p.text for p in members)
-        if text in aggregates:
-            aggregates[text].entities.append(names[key])
-            continue
-        aggregates[text] = Aggregate(
-            id="agg-" + hashlib.sha1(text.encode()).hexdigest()[:16],
-            entities=[names[key]],
-            proposition_ids=[p.id for p in members],
-            text=text,
-            chunk_ids=list(dict.fromkeys(p.chunk_id for p in members)),
-        )
+        for part in _parts(members, max_tokens, tokens):
+            text = "\n".join(p.text for p in part)
+            if text in aggregates:
+                aggregates[text].entities.append(names[key])
+                continue
+            aggregates[text] = Aggregate(
+                id="agg-" + hashlib.sha1(text.encode()).hexdigest()[:16],
+                entities=[names[key]],
+                proposition_ids=[p.id for p in part],
+                text=text,
+                chunk_ids=list(dict.fromkeys(p.chunk_id for p in part)),
+            )
     return list(aggregates.values())

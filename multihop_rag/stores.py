@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import chromadb
+import numpy as np
 from chromadb.config import Settings
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -179,16 +180,18 @@ def query_distances(vector_store: ChromaVectorStore, embedding: list[float], n: 
     return list(zip(found["ids"][0], found["distances"][0], strict=True))
 
 
-def stored_embeddings(vector_store: BasePydanticVectorStore, ids: list[str]) -> dict[str, list[float]]:
-    """The stored embeddings of ``ids`` (those the store holds)."""
+def stored_embeddings(vector_store: BasePydanticVectorStore, ids: list[str]) -> dict[str, np.ndarray]:
+    """The stored embeddings of ``ids`` (those the store holds), as float32 arrays."""
     if not ids:
         return {}
     if isinstance(vector_store, ChromaVectorStore):
         got = vector_store.client.get(ids=ids, include=["embeddings"])
-        return {i: list(map(float, e)) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
-    if isinstance(vector_store, SimpleVectorStore):
-        return {i: vector_store.get(i) for i in ids if i in vector_store.data.embedding_dict}
-    return {n.node_id: n.get_embedding() for n in vector_store.get_nodes(node_ids=ids)}
+        pairs: Iterable[tuple[str, Any]] = zip(got["ids"], got["embeddings"], strict=True)
+    elif isinstance(vector_store, SimpleVectorStore):
+        pairs = ((i, vector_store.get(i)) for i in ids if i in vector_store.data.embedding_dict)
+    else:
+        pairs = ((n.node_id, n.get_embedding()) for n in vector_store.get_nodes(node_ids=ids))
+    return {i: np.asarray(e, dtype=np.float32) for i, e in pairs}
 
 
 # ---- any LangChain vector store ----------------------------------------------------------------

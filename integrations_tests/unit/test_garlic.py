@@ -673,3 +673,48 @@ def test_delete_nodes_removes_only_the_documents_the_nodes_stand_for(docs, tmp_p
     index.delete_nodes(nodes)
     assert set(index.documents) == everything - {"long"}
     assert "long" not in index.ref_doc_info and all("long" not in n.doc_ids for n in index.graph.nodes)
+
+
+def test_a_filling_level_batches_each_node_once(tmp_path, monkeypatch):
+    """While a level fills (slots to spare), its batches grow with each summary that comes back: each node
+    is batched once, not the whole level again per summary (O(n²) per level, issue 42)."""
+    from llama_index_garlic import build as garlic_build
+
+    visits = []
+    batches, closed = garlic_build.make_batches, garlic_build._Level.closed_batches
+
+    def counted_batches(nodes, budget):
+        visits.append(len(nodes))
+        return batches(nodes, budget)
+
+    def counted_closed(level, budget):
+        visits.append(len(level.nodes) - level.fed)
+        return closed(level, budget)
+
+    monkeypatch.setattr(garlic_build, "make_batches", counted_batches)
+    monkeypatch.setattr(garlic_build._Level, "closed_batches", counted_closed)
+    docs = [Document(text=" ".join(f"Town{i} lies on river R{i}, fact {j} of it." for j in range(8)), id_=f"d{i}",
+                     metadata={"title": f"Town{i}"}) for i in range(120)]
+    config = CONFIG.model_copy(update={"n_s": 700, "summary_tokens": 60, "chunk_size": 100})
+    index = build(docs, tmp_path, config=config, max_concurrency=4)
+    levels = index.graph.levels
+    assert len(levels[1]) >= 100 and len(levels) >= 3
+    assert sum(visits) <= 2 * len(index.graph.nodes)
+
+
+def test_an_update_finds_the_documents_packed_with_a_removed_one_in_one_pass(docs, tmp_path, monkeypatch):
+    """The documents chunked again beside a removed one come from one pass over the chunks, not one per document."""
+    index = build(docs, tmp_path)
+    reads = []
+    chunks = index.graph.levels[1]
+
+    class Counted(list):
+        def __iter__(self):
+            reads.append(1)
+            return super().__iter__()
+
+    for chunk in chunks:
+        chunk.doc_ids = Counted(chunk.doc_ids)
+    index.delete_ref_doc(docs[0].doc_id)
+    assert docs[0].doc_id not in index.documents
+    assert len(reads) <= 3 * len(chunks)

@@ -495,3 +495,73 @@ def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(do
     assert not (folder / ".before_update").exists()  # put back on reload
     consistent(again)
     assert set(again.documents) == set(index.documents) and set(again.nodes) == set(index.nodes)
+
+
+def test_aggregates_are_cut_in_corpus_order_within_the_token_bound():
+    props = [prop(f"p{i}", f"c{i}", (i, 0), f"Velmora fact number {i} is about the old town walls.", "Velmora")
+             for i in range(30)]
+    whole = group_aggregates(props)
+    assert len(whole) == 1  # the paper's: one aggregate per entity
+    parts = group_aggregates(props, max_tokens=60)
+    assert len(parts) > 1 and all(a.entities == ["Velmora"] for a in parts)
+    assert [pid for a in parts for pid in a.proposition_ids] == [f"p{i}" for i in range(30)]
+    from multihop_rag.indexing.text import count_tokens
+
+    assert all(count_tokens(a.text) <= 60 for a in parts)
+
+
+def test_documents_find_their_chunks_in_one_pass(tmp_path, monkeypatch):
+    """Each document's chunk list comes from one pass over the chunks, not a pass per document (issue 42)."""
+    from llama_index_sirerag import index as sirerag_index
+
+    reads = []
+
+    class Counted(dict):
+        def __getitem__(self, key):
+            reads.append(key)
+            return super().__getitem__(key)
+
+        def get(self, key, default=None):
+            reads.append(key)
+            return super().get(key, default)
+
+    split = sirerag_index.split_chunks
+
+    def counted(documents, config):
+        chunks = split(documents, config)
+        for chunk in chunks:
+            chunk.metadata = Counted(chunk.metadata)
+        return chunks
+
+    monkeypatch.setattr(sirerag_index, "split_chunks", counted)
+    many = [Document(text=f"Town{i} lies on the Orrin. It has {i} bridges.", id_=f"d{i}", metadata={"title": f"Town{i}"})
+            for i in range(60)]
+    index, _ = build(many, tmp_path, relatedness=False)
+    assert all(len(index.documents[f"d{i}"]["chunks"]) == 1 for i in range(60))
+    assert reads.count("doc_id") <= 3 * len(many)
+
+
+def test_retries_of_replies_that_do_not_parse_keep_every_slot_busy():
+    """A reply that does not parse is asked again in its own slot while the other chunks go on: four first
+    tries meet in flight, then their four retries do too (a retry that waited for the others, or for a lock,
+    would leave the barrier short and break it)."""
+    import threading
+
+    from llama_index_sirerag.propositions import extract_propositions
+
+    first, retry = threading.Barrier(4, timeout=20), threading.Barrier(4, timeout=20)
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(prompt: str) -> str:
+        town = re.findall(r"Town\d", prompt)[-1]
+        with lock:
+            seen[town] = seen.get(town, 0) + 1
+            attempt = seen[town]
+        (first if attempt == 1 else retry).wait()
+        return '{"facts": [{"fact": "' if attempt == 1 else json.dumps({"facts": [{"fact": f"{town} exists.", "entities": [town]}]})
+
+    chunks = [(f"c{i}", f"d{i}", f"Town{i} lies on the Orrin.") for i in range(4)]
+    found, skipped = extract_propositions(ScriptedLLM(respond), chunks, max_concurrency=4, show_progress=False)
+    assert not skipped and sorted(p.text for p in found) == [f"Town{i} exists." for i in range(4)]
+    assert set(seen.values()) == {2}

@@ -254,3 +254,34 @@ def test_a_labels_probability_folds_case_and_spaces_and_ignores_other_tokens():
                                                                 {"token": "Yes", "logprob": -2.4}]}]
     assert first_token_logprobs(openai) == first_token_logprobs(ollama) == {"No": -0.1, "Yes": -2.4}
     assert first_token_logprobs(None) == {} and first_token_logprobs({"content": []}) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "mid_way"),
+    [
+        ('{"facts": [{"fact": "Kesh Bridge spans the Or', True),
+        ('{"facts": [{"fact": "A is B.", "entities": ["A"]}, {"fact": "C d', True),
+        ('{"facts": [{"fact": "', True),
+        ('{"facts": [{"fact": "A is B.", "entities": ["A"]}', False),  # only closers missing: repair adds them
+        ('{"facts": []}', False),
+        ("no JSON here", False),
+    ],
+)
+def test_a_reply_that_stops_mid_way_is_known(text, mid_way):
+    from multihop_rag.llm.structured import stops_mid_way
+
+    assert stops_mid_way(text) is mid_way
+
+
+def test_a_reply_that_stops_mid_way_without_saying_so_is_asked_again_never_kept_as_a_fragment():
+    """A server that ends a reply mid-JSON with finish reason "stop": json_repair closed the open string and
+    kept "Kesh Bridge spans the Or" as a fact. Now it is asked again; on every try, complete items only."""
+    stats = StructuredStats()
+    stopped = '{"facts": [{"fact": "Velmora lies on the Orrin.", "entities": ["Velmora"]}, {"fact": "Kesh Bridge spans the Or'
+    llm = ScriptedLLM([stopped, json.dumps(TWO_FACTS)])
+    assert generate_json(llm, "Extract facts.", Facts, stats=stats) == Facts.model_validate(TWO_FACTS)
+    assert "stops mid-way" in llm.prompts[1] and stats.retried == 1
+    again = StructuredStats()
+    value = generate_json(ScriptedLLM([stopped] * 3), "Extract facts.", Facts, stats=again)
+    assert value is not None and [f.fact for f in value.facts] == ["Velmora lies on the Orrin."]
+    assert again.salvaged == 1

@@ -8,7 +8,9 @@ The ladder, for every call:
    ``json_repair``, then validation against a pydantic model;
 3. a reply cut at the token limit is never taken as it is: it is asked again with twice the cap
    (and a request to be brief), and if it is still cut, only its complete items are kept — the
-   fragment the model was writing is dropped (:func:`salvage`) — and counted as ``salvaged``;
+   fragment the model was writing is dropped (:func:`salvage`) — and counted as ``salvaged``; a reply
+   whose JSON stops mid-way without saying so (:func:`stops_mid_way`) is asked again the same way,
+   never repaired into a fragment;
 4. a bounded retry that tells the model what was wrong;
 5. give up: log a warning, count it, return ``None`` (or the default label) — never raise
    inside an index build.
@@ -40,6 +42,7 @@ __all__ = [
     "parse_json",
     "parse_label",
     "salvage",
+    "stops_mid_way",
     "schema_token_budget",
     "json_dialogue",
     "label_dialogue",
@@ -165,17 +168,15 @@ def parse_json(text: str, schema: type[T]) -> tuple[T, bool]:
         raise ValueError(f"JSON does not match the schema: {exc.errors()[0]['msg']}") from None
 
 
-def salvage(text: str) -> Any | None:
-    """The complete part of a JSON reply cut mid-way: its outermost list without the item that was
-    being written at the cut, parsed strictly (no repair guesses at a cut escape or string).
+def _json_start(text: str) -> int:
+    return min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
 
-    Returns ``None`` when that list holds no complete item, or when there is no list to cut back to
-    (a cut single value is a fragment as a whole)."""
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start < 0:
-        return None
+
+def _scan(text: str, start: int) -> tuple[list[tuple[int, int, str]], bool]:
+    """The ends of the items of the JSON value at ``start`` — (position after the item, depth of its list,
+    closers to add) — and whether the value closes."""
     stack: list[str] = []
-    ends: list[tuple[int, int, str]] = []  # (position after an item, depth of its list, closers to add)
+    ends: list[tuple[int, int, str]] = []
 
     def item_ends(at: int) -> None:
         if stack and stack[-1] == "[":
@@ -204,6 +205,33 @@ def salvage(text: str) -> Any | None:
                 break
             stack.pop()
             item_ends(i + 1)
+            if not stack:
+                return ends, True
+    return ends, False
+
+
+def stops_mid_way(text: str) -> bool:
+    """Whether a reply's JSON stops while an item is being written (a reply that ended without saying it
+    was cut: repaired, its last string would be a fragment). Only closing brackets missing after a
+    complete item is not that: repair adds them."""
+    start = _json_start(text)
+    if start < 0:
+        return False
+    ends, closes = _scan(text, start)
+    rest = text[ends[-1][0] :] if ends else text[start:]
+    return not closes and bool(rest.strip().strip(",").strip())
+
+
+def salvage(text: str) -> Any | None:
+    """The complete part of a JSON reply cut mid-way: its outermost list without the item that was
+    being written at the cut, parsed strictly (no repair guesses at a cut escape or string).
+
+    Returns ``None`` when that list holds no complete item, or when there is no list to cut back to
+    (a cut single value is a fragment as a whole)."""
+    start = _json_start(text)
+    if start < 0:
+        return None
+    ends, _ = _scan(text, start)
     if not ends:
         return None
     outermost = min(depth for _, depth, _ in ends)
@@ -251,17 +279,17 @@ def json_dialogue(
         reply = yield Call(llm, ask, max_tokens=cap, schema=json_schema)
         _note(reply, stats)
         text = reply.text
-        if reply.truncated:
+        if reply.truncated or stops_mid_way(text):
+            error = "cut off at the token limit" if reply.truncated else "the JSON stops mid-way"
             if attempt < retries:
-                ask, cap = _brief_prompt(prompt, cap), cap * 2
-                error = "cut off at the token limit"
+                ask, cap = (_brief_prompt(prompt, cap), cap * 2) if reply.truncated else (_retry_prompt(prompt, json_schema, error), cap)
                 continue
             try:
                 value = schema.model_validate(salvage(text))
             except ValidationError:
                 break
             _record("salvaged", stats)
-            log.warning("structured output: %s was cut off at %d tokens on every try; kept its complete items", what, cap)
+            log.warning("structured output: %s was cut off (%s) on every try; kept its complete items", what, error)
             return value
         try:
             value, repaired = parse_json(text, schema)
