@@ -35,8 +35,8 @@ from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph
 from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
-from multihop_rag.errors import IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
+from multihop_rag.errors import StoreError
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
@@ -151,6 +151,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         index = cls(llm=llm, embed_model=embed_model, attention_model=attention_model, config=config,
                     storage_context=storage_context, cache=cache, max_concurrency=max_concurrency,
                     show_progress=show_progress, **kwargs)
+        index.store_given = not own_store
         index._change(add=list(documents), remove=[])
         if persist_dir is not None:
             index.persist(persist_dir)
@@ -337,6 +338,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         write_atomic(folder / "garlic.json", json.dumps(payload))
         attention = self.attention_model.name if self.attention_model is not None else None
         write_manifest(folder, "garlic", FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       store_outside=self.store_outside,
                        attention_model=attention, vector_store=type(self.vector_store).__name__, index_id=self.index_id,
                        documents=len(self.documents), nodes=len(graph.nodes) if graph else 0)
 
@@ -355,7 +357,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         """Reload an index written by :meth:`persist`. The attention model that weighted its edges
         steers the search; without it the index runs in embedding mode (a warning says so), and a
         different one is refused (its attention would not match the edges)."""
-        folder = open_folder(persist_dir)
+        folder = open_folder(persist_dir, vector_store)
         manifest = read_manifest(folder, "garlic", FORMAT_VERSION)
         attention = load_attention_model(attention_model)
         built_with = manifest.get("attention_model")
@@ -370,11 +372,8 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
                 "embedding mode (the search scores nodes by embedding similarity)",
                 stacklevel=2,
             )
-        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
-            vector_store = chroma_vector_store(folder / "chroma", "garlic")
-        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
-            raise IndexFolderError(f"{folder}: its nodes live in a {manifest['vector_store']}; pass it as vector_store=")
-        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        storage = StorageContext.from_defaults(
+            persist_dir=str(folder), vector_store=reload_vector_store(folder, manifest, "garlic", vector_store))
         index = cls(llm=llm, embed_model=embed_model, attention_model=attention, config=GarlicConfig(**manifest["config"]),
                     storage_context=storage, index_struct=GarlicStruct(index_id=manifest["index_id"]),
                     cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
@@ -391,7 +390,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         for name, value in payload["report"].items():
             setattr(index.report, name, {int(k): v for k, v in value.items()} if name == "batches" else value)
         index._llm_before = Usage(**payload["llm"]) - index.llm.usage
-        index.persist_folder = folder
+        index.persist_folder, index.store_given = folder, vector_store is not None
         return index
 
     def __repr__(self) -> str:

@@ -46,7 +46,7 @@ from llama_index_k2rag.kg import KnowledgeGraph, PropertyGraphKG, UpdatableGraph
 from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQueryEngine
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
 from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
@@ -191,6 +191,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         index = cls(llm=llm, embed_model=embed_model, config=config, summarizer=summarizer, kg=kg, kg_options=kg_options,
                     storage_context=storage_context, cache=cache, max_concurrency=max_concurrency,
                     show_progress=show_progress, **kwargs)
+        index.store_given = not own_store
         index._change(add=docs, remove=[])
         if persist_dir is not None:
             index.persist(persist_dir)
@@ -361,6 +362,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                    "llm": (self.llm.usage + self._llm_before).as_dict()}
         write_atomic(folder / "k2rag.json", json.dumps(payload))
         write_manifest(folder, "k2rag", FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       store_outside=self.store_outside,
                        summarizer=self.summarizer.name, kg=getattr(self.kg, "name", None),
                        vector_store=type(self.vector_store).__name__, dense_index_id=self._dense.index_id,
                        index_id=self.index_id, documents=len(self.documents))
@@ -380,13 +382,10 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         """Reload an index written by :meth:`persist`; its vector store must hold exactly its chunks.
         ``summarizer`` overrides the one it was built with (needed when that was a :class:`Summarizer`
         object rather than a name or folder)."""
-        folder = open_folder(persist_dir)
+        folder = open_folder(persist_dir, vector_store)
         manifest = read_manifest(folder, "k2rag", FORMAT_VERSION)
-        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
-            vector_store = chroma_vector_store(folder / "chroma", "k2rag")
-        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
-            raise IndexFolderError(f"{folder}: its chunks live in a {manifest['vector_store']}; pass it as vector_store=")
-        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        storage = StorageContext.from_defaults(
+            persist_dir=str(folder), vector_store=reload_vector_store(folder, manifest, "k2rag", vector_store))
         llm = cached_llm(llm, cache if cache is not None else folder / CACHE_FILE)
         config = K2RAGConfig(**manifest["config"])
         kg: KnowledgeGraph | None = None
@@ -414,7 +413,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 f"{folder}: the dense store holds {len(present - set(chunks))} chunks the index lacks and lacks "
                 f"{len(set(chunks) - present)} of its {len(chunks)}; rebuild it (--overwrite)"
             )
-        index.persist_folder = folder
+        index.persist_folder, index.store_given = folder, vector_store is not None
         return index
 
 

@@ -55,7 +55,7 @@ from llama_index_sirerag.propositions import Proposition, entity_key, extract_pr
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
 from multihop_rag.indexing.clustering import cluster
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
@@ -208,6 +208,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
                      where=str(persist_dir or "the storage context"))
         index = cls(llm=llm, embed_model=embed_model, config=config, storage_context=storage_context, cache=cache,
                     max_concurrency=max_concurrency, show_progress=show_progress, **kwargs)
+        index.store_given = not own_store
         index._change(add=list(documents), remove=[])
         if persist_dir is not None:
             index.persist(persist_dir)
@@ -489,6 +490,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         write_atomic(folder / "sirerag.json", json.dumps(payload))
         store = type(self.vector_store).__name__
         write_manifest(folder, self.config.method_name, FORMAT_VERSION, status="done", config=self.config.model_dump(),
+                       store_outside=self.store_outside,
                        vector_store=store, pool_index_id=self._pool.index_id, index_id=self.index_id,
                        documents=len(self.documents), pool_size=len(self.nodes))
 
@@ -504,17 +506,14 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         max_concurrency: int | None = None,
     ) -> SiReRAGIndex:
         """Reload an index written by :meth:`persist`; its vector store must hold exactly its pool."""
-        folder = open_folder(persist_dir)
+        folder = open_folder(persist_dir, vector_store)
         manifest = read_manifest(folder, ("sirerag", "raptor"), FORMAT_VERSION)
-        if vector_store is None and manifest["vector_store"] == "ChromaVectorStore":
-            vector_store = chroma_vector_store(folder / "chroma", "sirerag")
-        elif vector_store is None and manifest["vector_store"] != "SimpleVectorStore":
-            raise IndexFolderError(f"{folder}: its pool lives in a {manifest['vector_store']}; pass it as vector_store=")
-        storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+        storage = StorageContext.from_defaults(
+            persist_dir=str(folder), vector_store=reload_vector_store(folder, manifest, "sirerag", vector_store))
         index = cls.__new__(cls)
         index._restore(folder, manifest, llm=llm, embed_model=embed_model, storage=storage,
                        cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
-        index.persist_folder = folder
+        index.persist_folder, index.store_given = folder, vector_store is not None
         return index
 
     def _restore(self, folder: Path, manifest: dict[str, Any], *, llm: LLM, embed_model: BaseEmbedding,

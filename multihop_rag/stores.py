@@ -11,6 +11,8 @@ build's entries (one line naming the store and the ``overwrite`` option) or clea
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from multihop_rag.errors import StoreError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "is_server",
@@ -45,6 +49,8 @@ __all__ = [
     "lc_metadata_filter",
     "copy_langchain_chroma",
     "forget_chroma_clients",
+    "ChromaEntries",
+    "outside_entries",
 ]
 
 
@@ -192,6 +198,52 @@ def stored_embeddings(vector_store: BasePydanticVectorStore, ids: list[str]) -> 
     else:
         pairs = ((n.node_id, n.get_embedding()) for n in vector_store.get_nodes(node_ids=ids))
     return {i: np.asarray(e, dtype=np.float32) for i, e in pairs}
+
+
+class ChromaEntries:
+    """Saves and restores every entry of a Chroma collection (ids, embeddings, texts, metadata) as files:
+    the copy an update of an index takes of a pool it keeps outside its folder (a Chroma server)."""
+
+    PAGE = 5000
+
+    def __init__(self, collection: chromadb.Collection) -> None:
+        self.collection = collection
+
+    def save(self, folder: Path) -> None:
+        records: dict[str, list[Any]] = {"ids": [], "documents": [], "metadatas": []}
+        vectors = []
+        for offset in range(0, self.collection.count(), self.PAGE):
+            got = self.collection.get(include=["embeddings", "documents", "metadatas"], limit=self.PAGE, offset=offset)
+            records["ids"].extend(got["ids"])
+            records["documents"].extend(got["documents"] or [])
+            records["metadatas"].extend(got["metadatas"] or [])
+            vectors.append(np.asarray(got["embeddings"], dtype=np.float32))
+        (folder / "entries.json").write_text(json.dumps(records))
+        np.save(folder / "embeddings.npy", np.concatenate(vectors) if vectors else np.zeros((0, 0), np.float32))
+
+    def restore(self, folder: Path) -> None:
+        records = json.loads((folder / "entries.json").read_text())
+        vectors = np.load(folder / "embeddings.npy")
+        ids = records["ids"]
+        added = sorted(set(self.collection.get(include=[])["ids"]) - set(ids))
+        for start in range(0, len(added), 1024):
+            self.collection.delete(ids=added[start : start + 1024])
+        for start in range(0, len(ids), 1024):
+            part = slice(start, start + 1024)
+            self.collection.upsert(ids=ids[part], embeddings=vectors[part], documents=records["documents"][part],
+                                   metadatas=records["metadatas"][part])
+
+
+def outside_entries(vector_store: BasePydanticVectorStore) -> ChromaEntries | None:
+    """What saves and restores the entries of ``vector_store``, an index's pool kept outside its folder: a
+    Chroma collection (on a server or elsewhere); None for a ``SimpleVectorStore`` (persisted into the folder).
+    Another store cannot be copied: an update cut half-way may leave it apart from the folder (said once)."""
+    if isinstance(vector_store, ChromaVectorStore):
+        return ChromaEntries(vector_store.client)
+    if not isinstance(vector_store, SimpleVectorStore):
+        log.warning("a %s cannot be copied before an update: one cut half-way may leave it apart from the index's "
+                    "folder (rebuild then); a Chroma collection can be", type(vector_store).__name__)
+    return None
 
 
 # ---- any LangChain vector store ----------------------------------------------------------------

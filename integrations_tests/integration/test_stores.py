@@ -1,6 +1,6 @@
-"""A real Chroma server (``chroma run``) as the vector store of a LlamaIndex index (naive) and of a
-LangGraph method's corpus (HiRAG), with real MiniLM embeddings; a server that does not answer is one
-line saying how to start one."""
+"""A real Chroma server (``chroma run``) as the vector store of a LlamaIndex index (naive, GARLIC) and of a
+LangGraph method's corpus (HiRAG), with real MiniLM embeddings; an update cut half-way is undone on the server
+too; a server that does not answer is one line saying how to start one."""
 
 import socket
 
@@ -9,7 +9,8 @@ import pytest
 from integrations_tests.integration.conftest import tiny_corpus
 from langgraph_hirag import HierarchicalCorpus
 from multihop_rag.app.naive import NaiveRAG
-from multihop_rag.errors import StoreError
+from llama_index_garlic import GarlicIndex
+from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.stores import chroma_client, chroma_vector_store, langchain_chroma
 
 
@@ -26,6 +27,36 @@ def test_naive_index_on_a_chroma_server_reloads_and_updates(chroma_server, model
     with pytest.raises(StoreError, match="holds"):  # a store with another build is refused, not mixed
         NaiveRAG.build(corpus, llm=models.llm, embed_model=models.embed, vector_store=chroma_vector_store(chroma_server, "naive"),
                        show_progress=False)
+
+
+def test_an_update_cut_half_way_is_undone_on_the_chroma_server(chroma_server, models, tmp_path, monkeypatch):
+    """Issue 39: an update that dies while it writes the server's collection leaves server and folder as they were
+    before it; a reload without the server's store says to pass it."""
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    corpus, extra, _ = tiny_corpus(extra=1)
+    docs = [p.to_llama_index() for p in corpus + extra]
+    index = GarlicIndex.from_documents(docs[:-1], llm=models.llm, embed_model=models.embed,  # embedding mode
+                                       vector_store=chroma_vector_store(chroma_server, "garlic"), persist_dir=tmp_path,
+                                       show_progress=False)
+    before = set(chroma_client(chroma_server).get_collection("garlic").get(include=[])["ids"])
+    assert before == {n.id for n in index.graph.nodes}
+    add = ChromaVectorStore.add
+
+    def cut_once_written(self, nodes, **kwargs):
+        add(self, nodes, **kwargs)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ChromaVectorStore, "add", cut_once_written)
+        with pytest.raises(KeyboardInterrupt):
+            index.insert(docs[-1])
+    assert set(chroma_client(chroma_server).get_collection("garlic").get(include=[])["ids"]) == before
+    with pytest.raises(IndexFolderError, match="vector_store="):
+        GarlicIndex.from_persist_dir(tmp_path, llm=models.llm, embed_model=models.embed)
+    again = GarlicIndex.from_persist_dir(tmp_path, llm=models.llm, embed_model=models.embed,
+                                         vector_store=chroma_vector_store(chroma_server, "garlic"))
+    assert {n.id for n in again.graph.nodes} == before and set(again.documents) == {d.doc_id for d in docs[:-1]}
 
 
 def test_hirag_corpus_on_a_chroma_server(chroma_server, models, tmp_path):

@@ -449,14 +449,51 @@ def test_a_persisted_index_keeps_its_folder_in_step_and_undoes_an_update_cut_hal
     consistent(SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding()))
 
 
+def test_an_update_cut_half_way_is_undone_in_a_vector_store_outside_the_folder(docs, tmp_path, monkeypatch):
+    """Issue 39: the copy taken before an update held the folder only, so an update cut while it wrote a pool kept
+    outside the folder (a Chroma server, a collection elsewhere) left the new nodes there while the folder went
+    back. And a reload without that store opened an empty collection in the folder as if it were the pool."""
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from multihop_rag.errors import IndexFolderError
+    from multihop_rag.stores import chroma_vector_store
+
+    folder, outside = tmp_path / "idx", tmp_path / "elsewhere"
+    index = SiReRAGIndex.from_documents(docs[:6], llm=fake_llm(), embed_model=HashEmbedding(), persist_dir=folder,
+                                        vector_store=chroma_vector_store(outside, "pool"), show_progress=False)
+    add = ChromaVectorStore.add
+
+    def cut_once_written(self, nodes, **kwargs):
+        add(self, nodes, **kwargs)
+        raise KeyboardInterrupt
+
+    cut = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding(),
+                                        vector_store=chroma_vector_store(outside, "pool"))
+    with monkeypatch.context() as patch:
+        patch.setattr(ChromaVectorStore, "add", cut_once_written)
+        with pytest.raises(KeyboardInterrupt):
+            cut.update_ref_doc(docs[6].model_copy(update={"id_": docs[0].doc_id}))  # deletes, then adds
+    with pytest.raises(IndexFolderError, match="vector_store="):
+        SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding())
+    after = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding(),
+                                          vector_store=chroma_vector_store(outside, "pool"))
+    consistent(after)
+    assert set(after.nodes) == set(index.nodes)
+    after.insert(docs[6:9])  # and it goes on
+    consistent(SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding(),
+                                             vector_store=chroma_vector_store(outside, "pool")))
+
+
 KILLED_UPDATE = """
 import pathlib, sys, time
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
 from integrations_tests.unit.test_sirerag import DEMO, fake_llm
 from llama_index_sirerag import SiReRAGIndex
 from multihop_rag.corpus import load_documents
+from multihop_rag.stores import chroma_vector_store
 
 folder, marker = sys.argv[1:3]
+outside = {"vector_store": chroma_vector_store(sys.argv[3], "pool")} if len(sys.argv) > 3 else {}
 answers = fake_llm().script
 
 def hangs_at_the_summaries(prompt):
@@ -466,24 +503,31 @@ def hangs_at_the_summaries(prompt):
     return answers(prompt)
 
 docs = [p.to_llama_index() for p in load_documents(DEMO)]
-SiReRAGIndex.from_persist_dir(folder, llm=ScriptedLLM(hangs_at_the_summaries), embed_model=HashEmbedding()).insert(docs[6:9])
+SiReRAGIndex.from_persist_dir(folder, llm=ScriptedLLM(hangs_at_the_summaries), embed_model=HashEmbedding(),
+                              **outside).insert(docs[6:9])
 """
 
 
-def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(docs, tmp_path):
+@pytest.mark.parametrize("pool", ["in the folder", "outside it"])
+def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(docs, tmp_path, pool):
     """Issue 39: kill -9 in the middle of an ``insert`` (the summaries above the new chunks being rewritten):
-    the next ``from_persist_dir`` puts the last finished index back and removes the copy."""
+    the next ``from_persist_dir`` puts the last finished index back and removes the copy — the pool too when
+    it lives outside the folder (a Chroma server, a collection elsewhere)."""
     import os
     import signal
     import subprocess
     import sys
     from pathlib import Path
 
-    folder, marker = tmp_path / "idx", tmp_path / "marker"
+    from multihop_rag.stores import chroma_vector_store
+
+    folder, marker, outside = tmp_path / "idx", tmp_path / "marker", tmp_path / "elsewhere"
+    store = {"vector_store": chroma_vector_store(outside, "pool")} if pool == "outside it" else {}
     index = SiReRAGIndex.from_documents(docs[:6], llm=fake_llm(), embed_model=HashEmbedding(), persist_dir=folder,
-                                        show_progress=False)
+                                        show_progress=False, **store)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_UPDATE, str(folder), str(marker)], env=env)
+    where = [str(outside)] if store else []
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_UPDATE, str(folder), str(marker), *where], env=env)
     deadline = time.time() + 300
     while time.time() < deadline and not marker.exists() and proc.poll() is None:
         time.sleep(0.05)
@@ -491,7 +535,8 @@ def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(do
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert (folder / ".before_update" / ".complete").exists()  # the copy of the last finished index is left
-    again = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding())
+    store = {"vector_store": chroma_vector_store(outside, "pool")} if store else {}  # a new client: the kill's writes
+    again = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding(), **store)
     assert not (folder / ".before_update").exists()  # put back on reload
     consistent(again)
     assert set(again.documents) == set(index.documents) and set(again.nodes) == set(index.nodes)

@@ -21,11 +21,14 @@ from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.schema import BaseNode, Document
 from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.vector_stores.simple import SimpleVectorStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from multihop_rag.errors import IndexFolderError
 from multihop_rag.indexing.persistence import recover, store_lock, undoable_update
-from multihop_rag.stores import forget_chroma_clients
+from multihop_rag.stores import chroma_vector_store, forget_chroma_clients, outside_entries
 
-__all__ = ["DocumentIndex", "document_hash", "open_folder"]
+__all__ = ["DocumentIndex", "document_hash", "open_folder", "reload_vector_store"]
 
 IS = TypeVar("IS", bound=IndexStruct)
 
@@ -35,12 +38,27 @@ def document_hash(document: Document) -> str:
     return hashlib.sha1(f"{document.metadata.get('title', '')}\n{document.text}".encode()).hexdigest()
 
 
-def open_folder(persist_dir: str | Path) -> Path:
-    """``persist_dir`` ready to load: an update a dead process left half-done is undone first."""
+def open_folder(persist_dir: str | Path, vector_store: BasePydanticVectorStore | None = None) -> Path:
+    """``persist_dir`` ready to load: an update a dead process left half-done is undone first (in ``vector_store``
+    too, the index's pool when the caller keeps it outside the folder)."""
     folder = Path(persist_dir)
-    if recover(folder):
+    if recover(folder, outside_entries(vector_store) if vector_store is not None else None):
         forget_chroma_clients()  # clients opened before would read the files they had open
     return folder
+
+
+def reload_vector_store(
+    folder: Path, manifest: dict[str, Any], collection: str, given: BasePydanticVectorStore | None
+) -> BasePydanticVectorStore | None:
+    """The vector store to reload the index in ``folder`` with: the caller's (``given``), else the folder's own
+    Chroma ``collection``, else None (a ``SimpleVectorStore`` persisted in the folder). A pool kept elsewhere
+    (a Chroma server, another store) must be given: one line says so, never an empty collection in its place."""
+    if given is not None:
+        return given
+    kind = manifest["vector_store"]
+    if manifest.get("store_outside") or kind not in ("ChromaVectorStore", "SimpleVectorStore"):
+        raise IndexFolderError(f"{folder}: its pool lives in a {kind} outside the folder; pass it as vector_store=")
+    return chroma_vector_store(folder / "chroma", collection) if kind == "ChromaVectorStore" else None
 
 
 class DocumentIndex(BaseIndex[IS], Generic[IS]):
@@ -51,6 +69,15 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
 
     persist_folder: Path | None = None
     """The folder this index was last persisted to or loaded from (None: in memory only)."""
+
+    store_given: bool = False
+    """The caller gave the vector store (else the index opened its own, in its folder or in memory)."""
+
+    @property
+    def store_outside(self) -> bool:
+        """The pool lives outside the folder: the caller gave the store and it is no ``SimpleVectorStore`` (which
+        is persisted into the folder). An update then copies its entries before it starts."""
+        return self.store_given and not isinstance(self.storage_context.vector_store, SimpleVectorStore)
 
     def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
         """Remove the documents ``remove``, add ``add``, in one update; returns what it did."""
@@ -67,7 +94,8 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
             self._change(add, remove)
             return
         try:
-            with store_lock(folder), undoable_update(folder):
+            outside = outside_entries(self.storage_context.vector_store) if self.store_outside else None
+            with store_lock(folder), undoable_update(folder, outside):
                 self._change(add, remove)
                 self.persist(folder)
         except BaseException:

@@ -16,14 +16,14 @@ import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock, Timeout
 
 from multihop_rag.errors import IndexFolderError
 
 __all__ = ["MANIFEST", "LOCK", "write_manifest", "read_manifest", "prepare_folder", "write_atomic",
-           "store_lock", "reset_store", "CALL_CACHE", "undoable_update", "undo_cut_update", "settled_store",
+           "store_lock", "reset_store", "CALL_CACHE", "OutsideStore", "undoable_update", "undo_cut_update", "settled_store",
            "readable_store", "recover"]
 
 MANIFEST = "multihop_rag.json"
@@ -122,15 +122,31 @@ def _copy(entry: Path, target: Path) -> None:
         shutil.copy2(entry, target / entry.name, follow_symlinks=False)
 
 
+OUTSIDE = "outside_store"
+"""Inside the snapshot: a copy of the entries of a vector store the index keeps outside its folder."""
+
+
+class OutsideStore(Protocol):
+    """A vector store an index keeps outside its folder (a Chroma server, a collection elsewhere): the copy an
+    update takes of the folder cannot hold it, so it copies its entries itself."""
+
+    def save(self, folder: Path) -> None:
+        """Write every entry (id, embedding, text, metadata) into ``folder``."""
+
+    def restore(self, folder: Path) -> None:
+        """Make the store hold exactly the entries :meth:`save` wrote into ``folder``."""
+
+
 @contextmanager
-def undoable_update(folder: str | Path) -> Iterator[None]:
+def undoable_update(folder: str | Path, outside: OutsideStore | None = None) -> Iterator[None]:
     """Run an in-place update of ``folder`` (its lock held) so that it finishes or leaves the last finished store.
 
     A method's update writes its vector store as it goes and its state at the end; cut half-way (Ctrl-C, a
     crash, ``kill -9``) the two would disagree. So the store's files are copied first (the LLM-call cache is
     not: an update's finished calls are kept, and the next run replays them); an exception puts the copy back
     at once, and a process that died is undone by the next reader or writer (:func:`undo_cut_update`). The
-    copy costs a read and a write of the store's files (seconds for thousands of passages), no LLM call."""
+    copy costs a read and a write of the store's files (seconds for thousands of passages), no LLM call.
+    ``outside``: the index's vector store when it lives outside the folder; its entries are copied too."""
     path = Path(folder)
     if path.resolve() in _UPDATING:  # inside an update of the same store (the CLI's around an index's own)
         yield
@@ -141,12 +157,15 @@ def undoable_update(folder: str | Path) -> Iterator[None]:
     snapshot.mkdir()
     for entry in _own_files(path):
         _copy(entry, snapshot)
+    if outside is not None:
+        (snapshot / OUTSIDE).mkdir()
+        outside.save(snapshot / OUTSIDE)
     write_atomic(snapshot / SNAPSHOT_COMPLETE, "")
     _UPDATING.add(path.resolve())
     try:
         yield
     except BaseException:
-        undo_cut_update(path)
+        undo_cut_update(path, outside)
         raise
     finally:
         _UPDATING.discard(path.resolve())
@@ -157,19 +176,20 @@ _UPDATING: set[Path] = set()
 """Stores this process is updating inside :func:`undoable_update`."""
 
 
-def recover(folder: str | Path) -> bool:
+def recover(folder: str | Path, outside: OutsideStore | None = None) -> bool:
     """Undo an update of ``folder`` that a dead process left unfinished (under the store's lock, so a running
     update is waited for); True if one was. A folder this process cannot write is left as it is."""
     path = Path(folder)
     if path.resolve() in _UPDATING or not (path / SNAPSHOT).is_dir() or not os.access(path, os.W_OK):
         return False  # this process's own update running (an index loaded inside it), no update, or read-only
     with store_lock(path):
-        return undo_cut_update(path)
+        return undo_cut_update(path, outside)
 
 
-def undo_cut_update(folder: str | Path) -> bool:
+def undo_cut_update(folder: str | Path, outside: OutsideStore | None = None) -> bool:
     """Put back the files of ``folder`` as they were before an update that did not finish (its lock held by the
-    caller); True if there was one. Safe to repeat: the copy is removed only once every file is back."""
+    caller), and the entries of ``outside`` (the index's vector store outside the folder) if the update copied
+    them; True if there was one. Safe to repeat: the copy is removed only once everything is back."""
     path = Path(folder)
     snapshot = path / SNAPSHOT
     if not snapshot.is_dir():
@@ -177,10 +197,16 @@ def undo_cut_update(folder: str | Path) -> bool:
     if not (snapshot / SNAPSHOT_COMPLETE).exists():  # cut while copying: the store itself was not touched yet
         shutil.rmtree(snapshot)
         return False
+    if (snapshot / OUTSIDE).is_dir():
+        if outside is None:
+            raise IndexFolderError(
+                f"{path}: an update that did not finish changed the index's vector store outside this folder; "
+                "load the index with that store (vector_store=…) to undo the update there too")
+        outside.restore(snapshot / OUTSIDE)
     for entry in _own_files(path):
         shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     for entry in snapshot.iterdir():
-        if entry.name != SNAPSHOT_COMPLETE:
+        if entry.name not in (SNAPSHOT_COMPLETE, OUTSIDE):
             _copy(entry, path)
     shutil.rmtree(snapshot)
     log.warning("%s: an update that did not finish was undone; the store holds its last finished index", path)
