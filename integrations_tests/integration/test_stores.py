@@ -8,8 +8,8 @@ import pytest
 
 from integrations_tests.integration.conftest import tiny_corpus
 from langgraph_hirag import HierarchicalCorpus
-from multihop_rag.app.naive import NaiveRAG
 from llama_index_garlic import GarlicIndex
+from multihop_rag.app.naive import NaiveRAG
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.stores import chroma_client, chroma_vector_store, langchain_chroma
 

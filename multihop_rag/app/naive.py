@@ -28,11 +28,25 @@ from pydantic import BaseModel, Field, model_validator
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.langchain import LlamaIndexRetriever
-from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_manifest
+from multihop_rag.indexing.persistence import (
+    prepare_folder,
+    read_manifest,
+    recover,
+    store_lock,
+    undoable_update,
+    write_manifest,
+)
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import Call, call
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
-from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_ids
+from multihop_rag.stores import (
+    chroma_vector_store,
+    delete_ids,
+    ensure_empty,
+    forget_chroma_clients,
+    outside_entries,
+    stored_ids,
+)
 
 __all__ = ["ANSWER_PROMPT", "NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
 
@@ -99,11 +113,14 @@ def _documents(passages: Sequence[Passage]) -> list[Any]:
 class NaiveRAG:
     """Dense top-k retrieval plus one LLM call, over a ``VectorStoreIndex`` that tracks its documents."""
 
-    def __init__(self, index: VectorStoreIndex, llm: LLM, config: NaiveConfig, folder: Path | None = None):
+    def __init__(self, index: VectorStoreIndex, llm: LLM, config: NaiveConfig, folder: Path | None = None,
+                 store_given: bool = False):
         self.index = index
         self.llm = llm
         self.config = config
         self.folder = folder
+        self.store_given = store_given
+        """The caller gave the vector store: it lives outside the folder (an update copies its entries first)."""
 
     @classmethod
     def build(
@@ -137,7 +154,7 @@ class NaiveRAG:
             insert_batch_size=256,
             store_nodes_override=True,  # the docstore keeps the chunks and document hashes: update() and reload need them
         )
-        rag = cls(index, llm, config, folder)
+        rag = cls(index, llm, config, folder, store_given=vector_store is not None)
         rag.persist()
         return rag
 
@@ -152,6 +169,8 @@ class NaiveRAG:
     ) -> NaiveRAG:
         """Open an index persisted in ``folder``; its vector store must hold exactly its chunks."""
         folder = Path(folder)
+        if recover(folder, outside_entries(vector_store) if vector_store is not None else None):
+            forget_chroma_clients()  # clients opened before would read the files they had open
         manifest = read_manifest(folder, "naive", FORMAT_VERSION)
         store = vector_store or chroma_vector_store(folder / "chroma", "naive")
         storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=store)
@@ -160,7 +179,7 @@ class NaiveRAG:
         index = load_index_from_storage(storage, embed_model=embed_model, store_nodes_override=True)
         if not isinstance(index, VectorStoreIndex):
             raise IndexFolderError(f"{folder} holds a {type(index).__name__}, not the naive index's VectorStoreIndex")
-        rag = cls(index, llm, NaiveConfig(**manifest["config"]), folder)
+        rag = cls(index, llm, NaiveConfig(**manifest["config"]), folder, store_given=vector_store is not None)
         rag._check_store()
         return rag
 
@@ -187,7 +206,18 @@ class NaiveRAG:
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Hold exactly ``passages``: new ones embedded, changed ones (same id, other text) re-embedded,
-        the others deleted."""
+        the others deleted. With a folder, under the store's lock, and undone if cut half-way (reload then)."""
+        if self.folder is None:
+            return self._update(passages)
+        outside = outside_entries(self.index.vector_store) if self.store_given else None
+        try:
+            with store_lock(self.folder), undoable_update(self.folder, outside):
+                return self._update(passages)
+        except BaseException:
+            forget_chroma_clients()  # the folder's files were put back under their connections
+            raise
+
+    def _update(self, passages: Sequence[Passage]) -> UpdateReport:
         started = time.perf_counter()
         documents = {d.doc_id: d for d in _documents(passages)}
         report = UpdateReport()
