@@ -319,10 +319,7 @@ class HierarchicalCorpus:
         if kind != "chroma":
             log.info("HiRAG corpus: the %s keeps the chunks; pass it again to from_persist_dir()", kind)
             return
-        target = langchain_chroma(folder / "chroma", COLLECTION, self.vector_store.embeddings)
-        stale = lc_stored_ids(target) - set(self.chunk_ids)
-        lc_delete_ids(target, stale)
-        copy_langchain_chroma(self.vector_store, target)
+        copy_langchain_chroma(self.vector_store, folder / "chroma", COLLECTION)
 
     @classmethod
     def from_persist_dir(

@@ -29,7 +29,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
@@ -119,21 +119,38 @@ def chunk_documents(documents: Sequence[Document], size: int) -> list[GraphNode]
     return list({c.id: c for c in chunks}.values())
 
 
+@dataclass
+class GreedyBatcher:
+    """Greedy batching (§3.1 Step 2): consecutive nodes until their bullet lines would exceed ``budget`` tokens (at
+    least one each). Nodes may come in several steps (a level filling up); each is looked at once."""
+
+    budget: int
+    open: list[GraphNode] = field(default_factory=list)
+    """The batch the next node joins."""
+    used: int = 0
+
+    def add(self, nodes: Iterable[GraphNode]) -> list[list[GraphNode]]:
+        """Take ``nodes`` in order; the batches they close."""
+        closed: list[list[GraphNode]] = []
+        for node in nodes:
+            cost = node.tokens + 2
+            if self.open and self.used + cost > self.budget:
+                closed.append(self.open)
+                self.open, self.used = [], 0
+            self.open.append(node)
+            self.used += cost
+        return closed
+
+    def finish(self) -> list[list[GraphNode]]:
+        """The last batch, if any node is in it."""
+        last, self.open, self.used = self.open, [], 0
+        return [last] if last else []
+
+
 def make_batches(nodes: Sequence[GraphNode], budget: int) -> list[list[GraphNode]]:
-    """Consecutive nodes until their bullet lines would exceed ``budget`` tokens (at least one each)."""
-    batches: list[list[GraphNode]] = []
-    current: list[GraphNode] = []
-    used = 0
-    for node in nodes:
-        cost = node.tokens + 2
-        if current and used + cost > budget:
-            batches.append(current)
-            current, used = [], 0
-        current.append(node)
-        used += cost
-    if current:
-        batches.append(current)
-    return batches
+    """Every batch of ``nodes`` under greedy batching (:class:`GreedyBatcher`)."""
+    batcher = GreedyBatcher(budget)
+    return batcher.add(nodes) + batcher.finish()
 
 
 def parse_information_points(reply: str) -> tuple[list[str], bool]:
@@ -215,9 +232,8 @@ class _Level:
     exchanges: list[tuple[list[GraphNode], str, str, list[GraphNode]]] = field(default_factory=list)
     """Summarized batches with their prompt, reply and points, for the next level's edges."""
     closed: bool = False
-    open_batch: list[GraphNode] = field(default_factory=list)
-    """While the level fills: the batch the next nodes join (greedy batching, as :func:`make_batches`)."""
-    open_tokens: int = 0
+    batcher: GreedyBatcher | None = None
+    """While the level fills: its batches so far (all but the last fixed)."""
     fed: int = 0
     """Nodes taken into batches so far."""
 
@@ -231,14 +247,8 @@ class _Level:
     def closed_batches(self, budget: int) -> list[list[GraphNode]]:
         """The batches the nodes come up since the last call close, each node batched once: the same batches
         :func:`make_batches` gives the whole level, but the last (still open)."""
-        closed: list[list[GraphNode]] = []
-        for node in self.nodes[self.fed :]:
-            cost = node.tokens + 2
-            if self.open_batch and self.open_tokens + cost > budget:
-                closed.append(self.open_batch)
-                self.open_batch, self.open_tokens = [], 0
-            self.open_batch.append(node)
-            self.open_tokens += cost
+        self.batcher = self.batcher or GreedyBatcher(budget)
+        closed = self.batcher.add(self.nodes[self.fed :])
         self.fed = len(self.nodes)
         return closed
 

@@ -10,6 +10,7 @@ stores the last one (CPU), so a build against a server never leaves its slots id
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -66,6 +67,7 @@ class _BoundedPathExtractor(SimpleLLMPathExtractor):
 
     max_concurrency: int = Field(default=1, description="Chunks extracted at once.")
     _bar: Any = PrivateAttr(default=None)
+    _stopped: threading.Event = PrivateAttr(default_factory=threading.Event)
 
     def __init__(self, *, max_concurrency: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -75,11 +77,18 @@ class _BoundedPathExtractor(SimpleLLMPathExtractor):
         """Move ``bar`` (a tqdm bar, or None) by one per extracted chunk."""
         self._bar = bar
 
+    def stop(self, stopped: bool = True) -> None:
+        """Start no further chunk (those in flight finish) until called with False: a build that failed
+        elsewhere does not wait for a whole batch extracted beside it."""
+        self._stopped.set() if stopped else self._stopped.clear()
+
     async def acall(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
         gate = asyncio.Semaphore(max(1, self.max_concurrency))
 
         async def one(node: BaseNode) -> BaseNode:
             async with gate:
+                if self._stopped.is_set():
+                    raise asyncio.CancelledError
                 extracted = await self._aextract(node)
             if self._bar is not None:
                 self._bar.update()  # here, not in the gatherer: a blocking local model runs every chunk before it wakes
@@ -122,10 +131,11 @@ class PropertyGraphKG:
 
     name = "property"
 
-    def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor) -> None:
+    def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor | None = None) -> None:
+        """``extractor``: how new chunks' triples are extracted (default: up to 10 paths a chunk, one call at a time)."""
         self.index = index
         self.llm = llm
-        self.extractor = extractor
+        self.extractor = extractor or _extractor(llm, max_paths_per_chunk=10, max_concurrency=1)
 
     @classmethod
     def build(
@@ -157,6 +167,7 @@ class PropertyGraphKG:
 
         with tqdm(total=len(nodes), desc="K2RAG KG triples", disable=not show_progress) as bar:
             self.extractor.report_to(bar)
+            self.extractor.stop(False)
             try:
                 if self.extractor.max_concurrency <= 1:  # the in-process model: CPU work beside it only slows it
                     for batch in batches:
@@ -164,11 +175,15 @@ class PropertyGraphKG:
                     return
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="multihop-rag-kg") as side:
                     pending = side.submit(extract, batches[0]) if batches else None
-                    for following in [*batches[1:], None]:
-                        assert pending is not None
-                        extracted = pending.result()
-                        pending = side.submit(extract, following) if following is not None else None
-                        call_sync(self.index.insert_nodes, extracted)
+                    try:
+                        for following in [*batches[1:], None]:
+                            assert pending is not None
+                            extracted = pending.result()
+                            pending = side.submit(extract, following) if following is not None else None
+                            call_sync(self.index.insert_nodes, extracted)
+                    except BaseException:
+                        self.extractor.stop()  # the batch beside: only its calls in flight finish
+                        raise
             finally:
                 self.extractor.report_to(None)
 

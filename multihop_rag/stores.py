@@ -279,15 +279,19 @@ def lc_metadata_filter(store: Any, key: str, value: Any) -> Any:
     return {key: value}
 
 
-def copy_langchain_chroma(source: Any, target: Any) -> None:
-    """Copy the documents and embeddings of one LangChain Chroma store into another, without embedding again."""
+def copy_langchain_chroma(source: Any, folder: Path, name: str) -> None:
+    """Make collection ``name`` of the Chroma store in ``folder`` hold exactly the documents of the LangChain Chroma
+    store ``source``, copying their embeddings as they are (no embedding again)."""
+    target = chroma_collection(chroma_client(folder), name)
     got = source.get(include=["embeddings", "documents", "metadatas"])
     have = set(target.get(include=[])["ids"])
+    stale = sorted(have - set(got["ids"]))
+    for start in range(0, len(stale), 1024):
+        target.delete(ids=stale[start : start + 1024])
     new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
-    collection = target._collection  # LangChain's Chroma adds texts by embedding them; this adds vectors as they are
     for start in range(0, len(new), 1024):
         part = new[start : start + 1024]
-        collection.add(
+        target.add(
             ids=[got["ids"][i] for i in part],
             embeddings=[got["embeddings"][i] for i in part],
             documents=[got["documents"][i] for i in part],

@@ -558,3 +558,39 @@ def test_a_graph_built_batch_by_batch_reads_each_node_a_bounded_number_of_times(
     assert kg.triples() == 640
     # Two entities per chunk, each read 9 times as LlamaIndex inserts it; the scans made it 28 here, growing with n.
     assert len(reads) <= 12 * 2 * len(chunks)
+
+
+def test_a_graph_build_that_fails_stops_the_next_batch_extraction_at_once():
+    """A failure while a batch is stored (an embedder down, Ctrl-C) waited for the whole next batch's extraction
+    running beside it (32 calls and more) before it surfaced; now the side extraction stops after the calls in
+    flight, and the build still works afterwards (review of issue 42)."""
+    from llama_index_k2rag import PropertyGraphKG
+
+    calls = []
+
+    def extractor(prompt: str) -> str:
+        calls.append(1)
+        time.sleep(0.01)
+        town = re.findall(r"Town\d+", prompt)[-1]
+        return f"({town}, lies on, Orrin)"
+
+    class BrokenEmbedding(HashEmbedding):
+        broken: bool = True
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            if self.broken:
+                time.sleep(0.05)  # the next batch's calls are under way
+                raise ConnectionError("the embedding server went away")
+            return [self._vector(t) for t in texts]
+
+        async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return self._get_text_embeddings(texts)
+
+    chunks = [TextNode(text=f"Town{i} lies on the Orrin.", id_=f"c{i}") for i in range(96)]  # three batches of 32
+    embed = BrokenEmbedding(dim=16)
+    with pytest.raises(ConnectionError):
+        PropertyGraphKG.build(chunks, ScriptedLLM(extractor), embed, max_concurrency=4, show_progress=False)
+    assert len(calls) <= 32 + 2 * 4  # the first batch, and what was in flight of the next one
+    embed.broken = False
+    kg = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), embed, max_concurrency=4, show_progress=False)
+    assert kg.triples() == 96

@@ -46,8 +46,8 @@ from multihop_rag.serving.llamacpp_grammar import GreedyGrammar
 
 __all__ = ["LlamaCppLLM", "LlamaCppChatModel", "load_llama", "count_model_tokens"]
 
-_MODELS: dict[tuple[str, int], Any] = {}
-_LOCKS: dict[tuple[str, int], threading.Lock] = {}
+_MODELS: dict[tuple[str, int, int], Any] = {}
+_LOCKS: dict[tuple[str, int, int], threading.Lock] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 DEFAULT_CONTEXT = 8192
@@ -58,17 +58,21 @@ def _threads() -> int:
     return int(os.environ.get("MULTIHOP_RAG_THREADS") or os.cpu_count() or 2)
 
 
-def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT) -> tuple[Any, threading.Lock]:
-    """The process-wide ``llama_cpp.Llama`` for this file and context size, and its lock."""
+def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT, prompt_lookup: int = 0) -> tuple[Any, threading.Lock]:
+    """The process-wide ``llama_cpp.Llama`` for this file, context size and ``prompt_lookup`` (tokens drafted per
+    step by prompt-lookup speculative decoding, llama-cpp-python's ``LlamaPromptLookupDecoding``; 0: none), and its
+    lock. A drafting model keeps every position's logits (context × vocabulary floats: 5 GB for Qwen2.5 at 8k)."""
     from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    key = (str(Path(model_path).resolve()), n_ctx)
+    key = (str(Path(model_path).resolve()), n_ctx, prompt_lookup)
     with _REGISTRY_LOCK:
         if key not in _MODELS:
             if not Path(key[0]).is_file():
                 raise FileNotFoundError(f"no GGUF model at {key[0]}")
+            draft = LlamaPromptLookupDecoding(num_pred_tokens=prompt_lookup) if prompt_lookup else None
             _MODELS[key] = Llama(
-                model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False
+                model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False, draft_model=draft
             )
             _LOCKS[key] = threading.Lock()
         return _MODELS[key], _LOCKS[key]
@@ -81,9 +85,9 @@ def _response_format(format: str | dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_object", "schema": format}
 
 
-def count_model_tokens(model_path: str | Path, text: str, n_ctx: int = DEFAULT_CONTEXT) -> int:
-    """Tokens of ``text`` in the model's own vocabulary."""
-    llama, lock = load_llama(model_path, n_ctx)
+def count_model_tokens(model_path: str | Path, text: str, n_ctx: int = DEFAULT_CONTEXT, prompt_lookup: int = 0) -> int:
+    """Tokens of ``text`` in the model's own vocabulary (the loaded model of these settings counts them)."""
+    llama, lock = load_llama(model_path, n_ctx, prompt_lookup)
     with lock:
         return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
@@ -132,10 +136,10 @@ class FirstTokenProbe:
         return {"content": [{**self.top[0], "top_logprobs": self.top}]} if self.top else None
 
 
-def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
+def _chat(model_path: str, n_ctx: int, prompt_lookup: int, messages: list[dict[str, str]], **params: Any) -> dict[str, Any]:
     from llama_cpp import LogitsProcessorList
 
-    llama, lock = load_llama(model_path, n_ctx)
+    llama, lock = load_llama(model_path, n_ctx, prompt_lookup)
     top_logprobs = params.pop("top_logprobs", None)
     with lock, _constraint(llama, params) as constraint:
         probe = FirstTokenProbe(llama, top_logprobs) if top_logprobs else None
@@ -153,14 +157,15 @@ def _chat(model_path: str, n_ctx: int, messages: list[dict[str, str]], **params:
 
 
 def _stream_chat(
-    model_path: str, n_ctx: int, messages: list[dict[str, str]], usage: dict[str, int] | None = None, **params: Any
+    model_path: str, n_ctx: int, prompt_lookup: int, messages: list[dict[str, str]], usage: dict[str, int] | None = None,
+    **params: Any,
 ) -> Iterator[str]:
     """Yield text deltas; the model stays locked until the stream is consumed or closed.
 
     llama.cpp reports no usage when streaming: ``usage`` (if given) is filled at the end from the
     number of streamed tokens and the context length.
     """
-    llama, lock = load_llama(model_path, n_ctx)
+    llama, lock = load_llama(model_path, n_ctx, prompt_lookup)
     params.pop("top_logprobs", None)  # streamed replies carry no logprobs here
     with lock, _constraint(llama, params) as constraint:
         generated = 0
@@ -183,6 +188,8 @@ class LlamaCppLLM(CustomLLM):
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, description="Most tokens generated per call.")
     temperature: float = Field(default=0.0, description="Sampling temperature; 0 is greedy and repeatable.")
     seed: int = Field(default=0, description="Sampling seed.")
+    prompt_lookup: int = Field(default=0, description="Tokens drafted from the prompt per step (prompt-lookup "
+                               "speculative decoding: the same reply, faster where it copies the input); 0: off.")
 
     @classmethod
     def class_name(cls) -> str:
@@ -208,17 +215,18 @@ class LlamaCppLLM(CustomLLM):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in the model's own vocabulary."""
-        return count_model_tokens(self.model_path, text, self.context_window)
+        return count_model_tokens(self.model_path, text, self.context_window, self.prompt_lookup)
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        raw = _chat(self.model_path, self.context_window, self._messages(messages), **self._params(kwargs))
+        raw = _chat(self.model_path, self.context_window, self.prompt_lookup, self._messages(messages), **self._params(kwargs))
         text = raw["choices"][0]["message"]["content"] or ""
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), raw=raw)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        deltas = _stream_chat(self.model_path, self.context_window, self._messages(messages), **self._params(kwargs))
+        deltas = _stream_chat(self.model_path, self.context_window, self.prompt_lookup, self._messages(messages),
+                              **self._params(kwargs))
 
         def gen() -> ChatResponseGen:
             text = ""
@@ -262,6 +270,8 @@ class LlamaCppChatModel(BaseChatModel):
     """Sampling temperature; 0 is greedy and repeatable."""
     seed: int = 0
     """Sampling seed."""
+    prompt_lookup: int = 0
+    """Tokens drafted from the prompt per step (prompt-lookup speculative decoding); 0: off."""
     format: str | dict[str, Any] | None = None
     """Default output format: None, ``"json"`` or a JSON schema (like ``ChatOllama.format``)."""
 
@@ -308,7 +318,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     def get_num_tokens(self, text: str) -> int:
         """Tokens of ``text`` in the model's own vocabulary (LangChain's default would fetch GPT-2's)."""
-        return count_model_tokens(self.model_path, text, self.n_ctx)
+        return count_model_tokens(self.model_path, text, self.n_ctx, self.prompt_lookup)
 
     def _generate(
         self,
@@ -317,7 +327,7 @@ class LlamaCppChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        raw = _chat(self.model_path, self.n_ctx, self._messages(messages), **self._params(stop, kwargs))
+        raw = _chat(self.model_path, self.n_ctx, self.prompt_lookup, self._messages(messages), **self._params(stop, kwargs))
         usage = raw.get("usage") or {}
         message = AIMessage(
             content=raw["choices"][0]["message"]["content"] or "",
@@ -340,7 +350,7 @@ class LlamaCppChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         usage: dict[str, int] = {}
         for delta in _stream_chat(
-            self.model_path, self.n_ctx, self._messages(messages), usage, **self._params(stop, kwargs)
+            self.model_path, self.n_ctx, self.prompt_lookup, self._messages(messages), usage, **self._params(stop, kwargs)
         ):
             generation = ChatGenerationChunk(message=AIMessageChunk(content=delta))
             if run_manager:
