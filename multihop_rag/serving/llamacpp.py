@@ -71,8 +71,9 @@ def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT, prompt_look
             if not Path(key[0]).is_file():
                 raise FileNotFoundError(f"no GGUF model at {key[0]}")
             draft = LlamaPromptLookupDecoding(num_pred_tokens=prompt_lookup) if prompt_lookup else None
-            _MODELS[key] = Llama(
-                model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False, draft_model=draft
+            _MODELS[key] = Llama(  # a drafting model must say logits_all itself: llama-cpp-python sizes its logits by it
+                model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False,
+                draft_model=draft, logits_all=draft is not None,
             )
             _LOCKS[key] = threading.Lock()
         return _MODELS[key], _LOCKS[key]
