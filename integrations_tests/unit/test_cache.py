@@ -193,3 +193,18 @@ def test_a_cached_reply_keeps_its_first_token_logprobs(tmp_path):
     first, replayed = (call(Call(model, "Enough?", max_tokens=1, top_logprobs=5)) for _ in range(2))
     assert first.first_token_logprobs == replayed.first_token_logprobs == alternatives and len(model.prompts) == 1
     assert call(Call(model, "Enough?", max_tokens=1)).first_token_logprobs == {} and len(model.prompts) == 2
+
+
+def test_a_setting_added_later_keeps_older_caches_replaying_while_it_is_off(tmp_path):
+    """``prompt_lookup`` joined the embedded model's settings after the run of record's caches were committed: in
+    every key it made each cached call a miss (the 2Wiki naive rows ran their calls again). Off, it is left out of
+    the keys; on, it is in them (its replies differ)."""
+    from multihop_rag.llm.cache import model_identity
+    from multihop_rag.serving.llamacpp import LlamaCppChatModel, LlamaCppLLM
+
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"weights")
+    assert "prompt_lookup" not in model_identity(LlamaCppLLM(model_path=str(weights)))
+    assert model_identity(LlamaCppLLM(model_path=str(weights), prompt_lookup=10))["prompt_lookup"] == 10
+    assert "prompt_lookup" not in LlamaCppChatModel(model_path=str(weights))._get_llm_string()
+    assert "prompt_lookup" in LlamaCppChatModel(model_path=str(weights), prompt_lookup=10)._get_llm_string()

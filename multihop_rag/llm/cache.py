@@ -61,11 +61,21 @@ __all__ = [
     "cache_key",
     "cached_llm",
     "model_identity",
+    "keyed_settings",
     "file_digest",
 ]
 
 VOLATILE = frozenset({"request_timeout", "timeout", "keep_alive", "headers", "callback_manager", "class_name"})
 """Model settings that do not change an output (left out of cache keys)."""
+
+OFF = {"prompt_lookup": 0}
+"""Settings added after caches were written, at the value that leaves every output as it was before they existed:
+left out of cache keys at that value, so a committed cache keeps replaying."""
+
+
+def keyed_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that go into a cache key: all but the volatile ones and those at their :data:`OFF` value."""
+    return {k: v for k, v in settings.items() if k not in VOLATILE and (k not in OFF or OFF[k] != v)}
 
 
 def cache_key(model: Any, payload: Any, params: dict[str, Any] | None = None) -> str:
@@ -103,7 +113,7 @@ def file_digest(path: str | Path) -> str:
 def model_identity(llm: LLM) -> dict[str, Any]:
     """What identifies ``llm``'s outputs: its class, every setting but the volatile ones, and the
     weights' digest (``digest`` attribute, else the SHA-256 of ``model_path``)."""
-    settings = {k: v for k, v in llm.to_dict().items() if k not in VOLATILE}
+    settings = keyed_settings(llm.to_dict())
     digest = getattr(llm, "digest", None)
     if not digest and (path := getattr(llm, "model_path", None)) and os.path.isfile(path):
         digest = file_digest(path)

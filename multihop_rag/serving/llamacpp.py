@@ -288,6 +288,7 @@ class LlamaCppChatModel(BaseChatModel):
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
+            **({"prompt_lookup": self.prompt_lookup} if self.prompt_lookup else {}),  # off: the keys of older caches
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
