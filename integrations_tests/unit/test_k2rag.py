@@ -566,11 +566,11 @@ def test_a_graph_build_that_fails_stops_the_next_batch_extraction_at_once():
     flight, and the build still works afterwards (review of issue 42)."""
     from llama_index_k2rag import PropertyGraphKG
 
-    calls = []
+    calls, at_failure = [], []
 
     def extractor(prompt: str) -> str:
         calls.append(1)
-        time.sleep(0.01)
+        time.sleep(0.05)
         town = re.findall(r"Town\d+", prompt)[-1]
         return f"({town}, lies on, Orrin)"
 
@@ -579,7 +579,10 @@ def test_a_graph_build_that_fails_stops_the_next_batch_extraction_at_once():
 
         def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
             if self.broken:
-                time.sleep(0.05)  # the next batch's calls are under way
+                deadline = time.time() + 30
+                while len(calls) < 32 + 4 and time.time() < deadline:  # the next batch's calls are under way
+                    time.sleep(0.005)
+                at_failure.append(len(calls))
                 raise ConnectionError("the embedding server went away")
             return [self._vector(t) for t in texts]
 
@@ -590,7 +593,8 @@ def test_a_graph_build_that_fails_stops_the_next_batch_extraction_at_once():
     embed = BrokenEmbedding(dim=16)
     with pytest.raises(ConnectionError):
         PropertyGraphKG.build(chunks, ScriptedLLM(extractor), embed, max_concurrency=4, show_progress=False)
-    assert len(calls) <= 32 + 2 * 4  # the first batch, and what was in flight of the next one
+    # Without the stop, the whole second batch (64 calls in all) ran before the error surfaced.
+    assert len(calls) <= at_failure[0] + 2 * 4 < 64
     embed.broken = False
     kg = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), embed, max_concurrency=4, show_progress=False)
     assert kg.triples() == 96
