@@ -154,11 +154,12 @@ def make_batches(nodes: Sequence[GraphNode], budget: int) -> list[list[GraphNode
 
 
 def parse_information_points(reply: str) -> tuple[list[str], bool]:
-    """The IPs in a reply and whether they came as bullets; placeholders and repeats dropped."""
-    lines = [m.group(1).strip() for line in reply.splitlines() if (m := _BULLET.match(line))]
+    """The IPs in a reply and whether they came as bullets; placeholders and repeats dropped. Lines end at a
+    newline only (``splitlines`` also ends one at U+2028 and other separators inside a point)."""
+    lines = [m.group(1).strip() for line in reply.split("\n") if (m := _BULLET.match(line))]
     bulleted = bool(lines)
     if not bulleted:
-        lines = [line.strip() for line in reply.splitlines() if line.strip()]
+        lines = [line.strip() for line in reply.split("\n") if line.strip()]
         if len(lines) == 1:
             lines = split_sentences(lines[0])
     points = [p for p in dict.fromkeys(lines) if p.lower().strip(" .*") not in _PLACEHOLDER and len(p) > 2]

@@ -3,7 +3,7 @@ wrong-language and huge replies, none crashes, none keeps a fragment, and the co
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
@@ -65,6 +65,7 @@ def test_facts_from_odd_replies_never_crash_and_are_counted_once(reply):
 
 @SETTINGS
 @given(st.lists(WORDS.filter(lambda w: "\n" not in w and w.strip()), min_size=1, max_size=8), st.floats(0.0, 1.0))
+@example(points=["001\u20280", "000"], where=1.0)  # found by hypothesis: a point holding U+2028 was split in two
 def test_information_points_cut_anywhere_are_whole_lines(points, where):
     reply = "".join(f"* {p.strip()}\n" for p in points)
     cut = reply[: int(len(reply) * where)]
