@@ -42,7 +42,7 @@ from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
 from multihop_rag.serving.profile import default_concurrency
-from multihop_rag.stores import chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
+from multihop_rag.stores import batched, chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
 
 __all__ = ["GarlicIndex", "GarlicStruct"]
 
@@ -207,8 +207,8 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         nodes = {n.id: (i, n) for i, n in enumerate(self.graph.nodes)} if self.graph is not None else {}
         delete_ids(self.vector_store, present - set(nodes))
         new = [(i, n) for nid, (i, n) in nodes.items() if nid not in present]
-        for start in range(0, len(new), 256):
-            self.vector_store.add([self._text_node(i, n) for i, n in new[start : start + 256]])
+        for part in batched(new, 256):
+            self.vector_store.add([self._text_node(i, n) for i, n in part])
 
     def _text_node(self, position: int, node: GraphNode) -> TextNode:
         assert self.graph is not None

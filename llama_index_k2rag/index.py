@@ -54,7 +54,7 @@ from multihop_rag.llm.concurrency import map_bounded
 from multihop_rag.llm.usage import Stages, Usage
 from multihop_rag.serving.llamacpp_server import openai_endpoint
 from multihop_rag.serving.profile import default_concurrency
-from multihop_rag.stores import chroma_vector_store, ensure_empty, stored_ids
+from multihop_rag.stores import batched, chroma_vector_store, ensure_empty, stored_ids
 
 __all__ = ["K2RAGIndex", "K2RAGStruct"]
 
@@ -215,8 +215,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                                     desc="K2RAG summaries", show_progress=self._show_progress)
         with self._stages.stage("dense"):
             dead = [c for info in gone for c in info["chunks"]]
-            for start in range(0, len(dead), 1024):
-                self._dense.delete_nodes(dead[start : start + 1024], delete_from_docstore=True)
+            for part in batched(dead):
+                self._dense.delete_nodes(list(part), delete_from_docstore=True)
             for node_id in dead:  # the docstore keeps every chunk (for BM25 and reloads)
                 self.docstore.delete_document(node_id, raise_error=False)
             fresh, kg_fresh = [], []
@@ -229,8 +229,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 }
                 fresh += chunks
                 kg_fresh += kg_chunks
-            for start in range(0, len(fresh), 64):
-                batch = fresh[start : start + 64]
+            for batch in batched(fresh, 64):
                 vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
                 for node, vector in zip(batch, vectors, strict=True):
                     node.embedding = vector

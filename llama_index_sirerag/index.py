@@ -64,7 +64,7 @@ from multihop_rag.llm.concurrency import CallLimit, side_by_side
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
 from multihop_rag.serving.profile import default_concurrency
-from multihop_rag.stores import chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
+from multihop_rag.stores import batched, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 
 __all__ = ["SiReRAGIndex", "SiReRAGStruct"]
 
@@ -385,10 +385,10 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         present = stored_ids(self.vector_store)
         changed = [n for n in self.nodes.values() if n.id not in present or self._written.get(n.id) != _links(n)]
         gone = sorted((present - set(self.nodes)) | {n.id for n in changed if n.id in present})
-        for start in range(0, len(gone), 1024):
-            self._pool.delete_nodes(gone[start : start + 1024], delete_from_docstore=True)
-        for start in range(0, len(changed), 256):
-            self._pool.insert_nodes([_text_node(n) for n in changed[start : start + 256]])
+        for part in batched(gone):
+            self._pool.delete_nodes(list(part), delete_from_docstore=True)
+        for nodes in batched(changed, 256):
+            self._pool.insert_nodes([_text_node(n) for n in nodes])
         self._written = {n.id: _links(n) for n in self.nodes.values()}
 
     def _llm_spent(self) -> Usage:

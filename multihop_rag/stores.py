@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import chromadb
@@ -28,6 +28,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from multihop_rag.errors import StoreError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
     "is_server",
@@ -51,7 +52,15 @@ __all__ = [
     "forget_chroma_clients",
     "ChromaEntries",
     "outside_entries",
+    "batched",
 ]
+
+
+def batched(items: Sequence[T], size: int = 1024) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive slices of at most ``size``: how every store write and delete is sent (a store
+    caps one request's size; Chroma's is a few thousand)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def is_server(store: str | Path | None) -> bool:
@@ -120,9 +129,8 @@ def stored_ids(vector_store: BasePydanticVectorStore) -> set[str]:
 
 
 def delete_ids(vector_store: BasePydanticVectorStore, ids: Iterable[str]) -> None:
-    ids = list(ids)
-    for start in range(0, len(ids), 1024):
-        vector_store.delete_nodes(node_ids=ids[start : start + 1024])
+    for part in batched(list(ids)):
+        vector_store.delete_nodes(node_ids=list(part))
 
 
 def clear_store(vector_store: BasePydanticVectorStore) -> None:
@@ -226,10 +234,10 @@ class ChromaEntries:
         vectors = np.load(folder / "embeddings.npy")
         ids = records["ids"]
         added = sorted(set(self.collection.get(include=[])["ids"]) - set(ids))
-        for start in range(0, len(added), 1024):
-            self.collection.delete(ids=added[start : start + 1024])
-        for start in range(0, len(ids), 1024):
-            part = slice(start, start + 1024)
+        for gone in batched(added):
+            self.collection.delete(ids=list(gone))
+        for rows in batched(range(len(ids))):
+            part = slice(rows[0], rows[-1] + 1)
             self.collection.upsert(ids=ids[part], embeddings=vectors[part], documents=records["documents"][part],
                                    metadatas=records["metadatas"][part])
 
@@ -263,9 +271,8 @@ def lc_stored_ids(store: Any) -> set[str]:
 
 
 def lc_delete_ids(store: Any, ids: Iterable[str]) -> None:
-    ids = list(ids)
-    for start in range(0, len(ids), 1024):
-        store.delete(ids=ids[start : start + 1024])
+    for part in batched(list(ids)):
+        store.delete(ids=list(part))
 
 
 def lc_metadata_filter(store: Any, key: str, value: Any) -> Any:
@@ -286,11 +293,10 @@ def copy_langchain_chroma(source: Any, folder: Path, name: str) -> None:
     got = source.get(include=["embeddings", "documents", "metadatas"])
     have = set(target.get(include=[])["ids"])
     stale = sorted(have - set(got["ids"]))
-    for start in range(0, len(stale), 1024):
-        target.delete(ids=stale[start : start + 1024])
+    for gone in batched(stale):
+        target.delete(ids=list(gone))
     new = [i for i, cid in enumerate(got["ids"]) if cid not in have]
-    for start in range(0, len(new), 1024):
-        part = new[start : start + 1024]
+    for part in batched(new):
         target.add(
             ids=[got["ids"][i] for i in part],
             embeddings=[got["embeddings"][i] for i in part],

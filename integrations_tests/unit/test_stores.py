@@ -2,7 +2,7 @@
 
 import pytest
 
-from multihop_rag.stores import chroma_client, chroma_collection
+from multihop_rag.stores import batched, chroma_client, chroma_collection
 
 
 def test_a_relative_folder_is_the_folder_under_the_current_directory(tmp_path, monkeypatch):
@@ -52,3 +52,9 @@ def test_a_naive_update_cut_half_way_is_undone_in_the_folder_and_in_a_store_outs
     again = NaiveRAG.load(folder, llm=llm, embed_model=HashEmbedding(), **store())
     assert stored_ids(again.index.vector_store) == before and len(again) == 4
     assert again.update(passages[1:]).added == ["p4", "p5"]
+
+
+def test_store_requests_are_sent_in_consecutive_slices_that_cover_every_item_once():
+    assert [list(part) for part in batched(list(range(7)), 3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(batched([], 3)) == []
+    assert [list(part) for part in batched(range(2048))] == [list(range(1024)), list(range(1024, 2048))]
