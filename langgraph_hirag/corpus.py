@@ -37,13 +37,23 @@ from tqdm.auto import tqdm
 
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
-from multihop_rag.indexing.persistence import read_manifest, write_atomic, write_manifest
+from multihop_rag.indexing.persistence import (
+    read_manifest,
+    recover,
+    store_lock,
+    undoable_update,
+    write_atomic,
+    write_manifest,
+)
 from multihop_rag.indexing.text import chunk_tokens
 from multihop_rag.stores import (
+    batched,
     copy_langchain_chroma,
+    forget_chroma_clients,
     langchain_chroma,
     lc_delete_ids,
     lc_metadata_filter,
+    lc_outside_entries,
     lc_stored_ids,
 )
 
@@ -155,9 +165,9 @@ def _index_chunks(
             text = chunk_tokens("\n".join(doc.passages), 1500, 0)[0]
             doc.profile = profile_llm.invoke(PROFILE_PROMPT.format(title=doc.title, text=text)).text.strip()
     ids = [cid for d in docs for cid in d.chunk_ids]
-    for start in tqdm(range(0, len(ids), 256), desc="HiRAG chunk embeddings", disable=not show_progress):
-        end = start + 256
-        store.add_texts(texts[start:end], metadatas=metadatas[start:end], ids=ids[start:end])
+    for rows in tqdm(list(batched(range(len(ids)), 256)), desc="HiRAG chunk embeddings", disable=not show_progress):
+        part = slice(rows[0], rows[-1] + 1)
+        store.add_texts(texts[part], metadatas=metadatas[part], ids=ids[part])
 
 
 def _titles_index(docs: Sequence[TitledDocument]) -> bm25s.BM25:
@@ -177,8 +187,14 @@ class HierarchicalCorpus:
         *,
         chunk_size: int,
         profiles: str,
+        persist_dir: str | Path | None = None,
+        store_given: bool = False,
     ) -> None:
         self.documents = list(documents)
+        self.persist_dir = Path(persist_dir) if persist_dir is not None else None
+        """The folder the corpus was last persisted to or loaded from: updates keep it in step (None: in memory)."""
+        self.store_given = store_given
+        """The caller gave the vector store (else the corpus opened its own, in its folder or in memory)."""
         self.vector_store = vector_store
         self.titles_index = titles_index
         self.chunk_size = chunk_size
@@ -224,7 +240,8 @@ class HierarchicalCorpus:
         docs = [_titled(title, passages, chunk_size) for title, passages in merged.items()]
         _index_chunks(store, docs, chunk_size, profile_llm, show_progress)
         log.info("HiRAG corpus: %d documents, %d chunks", len(docs), sum(len(d.chunk_ids) for d in docs))
-        corpus = cls(docs, store, _titles_index(docs), chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead")
+        corpus = cls(docs, store, _titles_index(docs), chunk_size=chunk_size, profiles="llm" if profile_llm is not None else "lead",
+                     store_given=vector_store is not None)
         if persist_dir is not None:
             corpus.persist(persist_dir)
         return corpus
@@ -279,10 +296,30 @@ class HierarchicalCorpus:
     ) -> dict[str, list[str]]:
         """Make the corpus hold exactly ``documents``: a title whose passages are new or changed is
         (re-)chunked and embedded, a title gone is deleted, and the title index is rebuilt (BM25, no
-        model call). Returns the titles ``added``, ``changed`` and ``removed``."""
+        model call). Returns the titles ``added``, ``changed`` and ``removed``.
+
+        A corpus with a folder (built with ``persist_dir``, loaded or persisted) is updated under the folder's
+        lock and persisted at the end; cut half-way, the folder and a store the caller gave are put back to the
+        last finished corpus (at once, or by the next :meth:`from_persist_dir` after a crash): reload it then."""
         merged = _merge(documents)
         if not merged:
             raise CorpusError("no documents with text: an empty corpus")
+        folder = self.persist_dir
+        if folder is None:
+            return self._update(merged, profile_llm, show_progress)
+        try:
+            outside = lc_outside_entries(self.vector_store) if self.store_given else None
+            with store_lock(folder), undoable_update(folder, outside):
+                report = self._update(merged, profile_llm, show_progress)
+                self.persist(folder)
+        except BaseException:
+            forget_chroma_clients()  # the folder's files were put back under their connections
+            raise
+        return report
+
+    def _update(
+        self, merged: dict[str, list[tuple[str, str]]], profile_llm: BaseChatModel | None, show_progress: bool
+    ) -> dict[str, list[str]]:
         old = self._by_title
         report: dict[str, list[str]] = {"added": [], "changed": [], "removed": [t for t in old if t not in merged]}
         fresh: list[TitledDocument] = []
@@ -311,6 +348,7 @@ class HierarchicalCorpus:
 
         folder = Path(persist_dir)
         folder.mkdir(parents=True, exist_ok=True)
+        self.persist_dir = folder
         write_atomic(folder / "documents.jsonl", "".join(json.dumps(asdict(doc)) + "\n" for doc in self.documents))
         self.titles_index.save(str(folder / "titles_bm25"), show_progress=False)
         kind = "chroma" if isinstance(self.vector_store, Chroma) else type(self.vector_store).__name__
@@ -326,8 +364,11 @@ class HierarchicalCorpus:
         cls, persist_dir: str | Path, embed_model: Embeddings, *, vector_store: VectorStore | None = None
     ) -> HierarchicalCorpus:
         """Reload a corpus written by :meth:`persist` (``vector_store``: where the chunks live, if not there).
-        The store must hold exactly the corpus's chunks."""
+        The store must hold exactly the corpus's chunks. An update a dead process left half-done is undone first
+        (in ``vector_store`` too)."""
         folder = Path(persist_dir)
+        if recover(folder, lc_outside_entries(vector_store) if vector_store is not None else None):
+            forget_chroma_clients()  # clients opened before would read the files they had open
         meta = read_manifest(folder, "hirag", FORMAT_VERSION)
         with (folder / "documents.jsonl").open() as fh:
             documents = [TitledDocument(**json.loads(line)) for line in fh if line.strip()]
@@ -335,7 +376,8 @@ class HierarchicalCorpus:
         if vector_store is None and meta.get("vector_store", "chroma") != "chroma":
             raise StoreError(f"{folder}: its chunks live in a {meta['vector_store']}; pass that store as vector_store=")
         store = vector_store or langchain_chroma(folder / "chroma", COLLECTION, embed_model)
-        corpus = cls(documents, store, titles_index, chunk_size=meta["chunk_size"], profiles=meta["profiles"])
+        corpus = cls(documents, store, titles_index, chunk_size=meta["chunk_size"], profiles=meta["profiles"],
+                     persist_dir=folder, store_given=vector_store is not None)
         present, expected = lc_stored_ids(store), set(corpus.chunk_ids)
         if present != expected:
             raise StoreError(

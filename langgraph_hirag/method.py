@@ -98,9 +98,8 @@ class HiRAGIndex:
         """Make the corpus hold exactly ``passages``; the report names passages (the corpus re-indexes by title)."""
         started = time.perf_counter()
         before = {d.title: d.passage_ids for d in self.corpus.documents}
-        changes = self.corpus.update(passages)
+        changes = self.corpus.update(passages)  # persisted into the corpus's folder, this index's
         after = {d.title: d.passage_ids for d in self.corpus.documents}
-        self.corpus.persist(self.folder)
         report = UpdateReport(seconds=0.0)
         for title in changes["added"]:
             report.added += after[title]

@@ -52,6 +52,8 @@ __all__ = [
     "forget_chroma_clients",
     "ChromaEntries",
     "outside_entries",
+    "LangChainChromaEntries",
+    "lc_outside_entries",
     "batched",
 ]
 
@@ -273,6 +275,42 @@ def lc_stored_ids(store: Any) -> set[str]:
 def lc_delete_ids(store: Any, ids: Iterable[str]) -> None:
     for part in batched(list(ids)):
         store.delete(ids=list(part))
+
+
+class LangChainChromaEntries:
+    """Saves and restores the entries of a LangChain ``Chroma`` store (ids, texts, metadata) as a file: the copy
+    an update of an index takes of a pool it keeps outside its folder. Restoring deletes the entries added since
+    and writes back those removed or changed (the update's few), embedded again by the store's own model."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def save(self, folder: Path) -> None:
+        got = self.store.get(include=["documents", "metadatas"])
+        (folder / "entries.json").write_text(json.dumps({key: got[key] for key in ("ids", "documents", "metadatas")}))
+
+    def restore(self, folder: Path) -> None:
+        saved = json.loads((folder / "entries.json").read_text())
+        got = self.store.get(include=["documents", "metadatas"])
+        now = {i: (text, meta) for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
+        lc_delete_ids(self.store, sorted(set(now) - set(saved["ids"])))
+        rows = [(i, text, meta) for i, text, meta in zip(saved["ids"], saved["documents"], saved["metadatas"], strict=True)
+                if now.get(i) != (text, meta)]
+        for part in batched(rows):
+            ids, texts, metadatas = zip(*part, strict=True)
+            self.store.add_texts(list(texts), metadatas=list(metadatas), ids=list(ids))
+
+
+def lc_outside_entries(store: Any) -> LangChainChromaEntries | None:
+    """What saves and restores the entries of ``store``, a LangChain vector store an index keeps outside its folder:
+    a ``Chroma`` store (a server, a collection elsewhere); another cannot be copied (said once, None)."""
+    from langchain_chroma import Chroma
+
+    if isinstance(store, Chroma):
+        return LangChainChromaEntries(store)
+    log.warning("a %s cannot be copied before an update: one cut half-way may leave it apart from the index's "
+                "folder (rebuild then); a Chroma store can be", type(store).__name__)
+    return None
 
 
 def lc_metadata_filter(store: Any, key: str, value: Any) -> Any:

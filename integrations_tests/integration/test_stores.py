@@ -68,6 +68,33 @@ def test_hirag_corpus_on_a_chroma_server(chroma_server, models, tmp_path):
     assert reloaded.rank_titles(title)[0][0] == title and reloaded.rank_chunks(title, question.question)
 
 
+def test_a_hirag_corpus_update_cut_half_way_is_undone_on_the_chroma_server(chroma_server, models, tmp_path, monkeypatch):
+    """Issue 39: the corpus wrote the server at once and its folder only on a later persist; an update cut in between
+    left them apart for good. Now both go back, and a finished update is persisted."""
+    from langchain_chroma import Chroma
+
+    corpus, extra, _ = tiny_corpus(extra=1)
+    built = HierarchicalCorpus.from_documents(corpus, models.lc_embed, vector_store=langchain_chroma(chroma_server, "hirag-cut", models.lc_embed),
+                                              persist_dir=tmp_path, show_progress=False)
+    before = set(chroma_client(chroma_server).get_collection("hirag-cut").get(include=[])["ids"])
+    add = Chroma.add_texts
+
+    def cut_once_written(self, *args, **kwargs):
+        add(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Chroma, "add_texts", cut_once_written)
+        with pytest.raises(KeyboardInterrupt):
+            built.update(corpus[1:] + extra)  # one title removed, one added
+    assert set(chroma_client(chroma_server).get_collection("hirag-cut").get(include=[])["ids"]) == before
+    again = HierarchicalCorpus.from_persist_dir(tmp_path, models.lc_embed, vector_store=langchain_chroma(chroma_server, "hirag-cut", models.lc_embed))
+    assert set(again.chunk_ids) == before
+    again.update(corpus[1:] + extra)
+    after = HierarchicalCorpus.from_persist_dir(tmp_path, models.lc_embed, vector_store=langchain_chroma(chroma_server, "hirag-cut", models.lc_embed))
+    assert after.chunk_ids == again.chunk_ids and extra[0].title in [d.title for d in after.documents]
+
+
 def test_a_server_that_does_not_answer_says_how_to_start_one():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,15 +1,13 @@
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from integrations_tests.fakes import ScriptedLLM
+from integrations_tests.killing import REPO, kill_when
 from multihop_rag.backends import OllamaLLM
 from multihop_rag.llm.cache import CachedLLM, LLMCache, SQLiteChatCache, cache_key, cached_llm, model_identity
 from multihop_rag.llm.calls import Call, call
@@ -163,15 +161,10 @@ def test_killed_build_resumes_without_repeating_finished_calls(tmp_path):
     script = tmp_path / "build.py"
     script.write_text(BUILD)
     db, log = tmp_path / "cache.sqlite", tmp_path / "calls.log"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, str(script), str(db), str(log)], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 6):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when([str(script), str(db), str(log)], lambda: log.exists() and len(log.read_text().splitlines()) >= 6, timeout=60)
     first = log.read_text().splitlines()
     assert 6 <= len(first) < 20
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, str(script), str(db), str(log)], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     calls = log.read_text().splitlines()

@@ -12,6 +12,7 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import ValidationError
 
 from integrations_tests.fakes import HashEmbeddings, ScriptedChatModel
+from integrations_tests.killing import kill_when
 from langgraph_hirag import (
     ROLES,
     HierarchicalCorpus,
@@ -817,3 +818,84 @@ def test_each_retrieval_node_runs_alone(corpus):
     assert nodes.rethink({**state, "attempts": [{}, {}, {}]}) == {"outcome": "gave_up", "response": ""}
     assert nodes.after_rethink({"outcome": "gave_up"}) == "record"
     assert nodes.after_rethink({"outcome": ""}) == "retrieve_document"
+
+
+def changed_passages() -> list[Passage]:
+    """The corpus of PASSAGES with one title changed, one removed and one added (an update's three kinds)."""
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES) if t != "Franco Rossi (footballer)"]
+    passages = [p if p.title != "Lantern Road" else Passage(p.id, p.title, "Lantern Road is a 1961 film.") for p in passages]
+    return [*passages, Passage("new", "Quern Viaduct", "The Quern Viaduct crosses the Lisk.")]
+
+
+def hirag_store(where, pool):
+    """The corpus's chunks in its own folder (None: it opens them) or in a Chroma collection outside it."""
+    from multihop_rag.stores import langchain_chroma
+
+    return {"vector_store": langchain_chroma(where, "hirag", HashEmbeddings(1024))} if pool == "outside it" else {}
+
+
+@pytest.mark.parametrize("pool", ["in the folder", "outside it"])
+def test_a_corpus_update_cut_half_way_is_undone_and_a_finished_one_is_persisted(tmp_path, monkeypatch, pool):
+    """Issue 39: ``update`` wrote the chunks at once and the folder only on a later ``persist``; cut in between
+    (Ctrl-C while the new chunks were written), the store and the folder disagreed and every reload said
+    "rebuild it". Now an update of a corpus with a folder runs under its lock, undoable, and persists itself."""
+    from langchain_chroma import Chroma
+
+    folder, outside = tmp_path / "corpus", tmp_path / "elsewhere"
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
+    built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), persist_dir=folder, show_progress=False,
+                                              **hirag_store(outside, pool))
+    add = Chroma.add_texts
+
+    def cut_once_written(self, *args, **kwargs):
+        add(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    cut = HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool))
+    with monkeypatch.context() as patch:
+        patch.setattr(Chroma, "add_texts", cut_once_written)
+        with pytest.raises(KeyboardInterrupt):
+            cut.update(changed_passages())
+    if pool == "outside it":
+        with pytest.raises(StoreError, match="vector_store="):
+            HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024))
+    after = HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool))
+    assert after.chunk_ids == built.chunk_ids
+    assert after.rank_chunks("Lantern Road", "When?")[0].page_content == "Lantern Road is a 1958 film directed by Franco Rossi."
+    assert after.update(changed_passages())["added"] == ["Quern Viaduct"]  # it goes on, and persists itself
+    again = HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool))
+    assert again.chunk_ids == after.chunk_ids and "Franco Rossi (footballer)" not in [d.title for d in again.documents]
+
+
+KILLED_CORPUS_UPDATE = """
+import pathlib, sys, time
+from langchain_chroma import Chroma
+from integrations_tests.unit.test_hirag import changed_passages, hirag_store
+from integrations_tests.fakes import HashEmbeddings
+from langgraph_hirag import HierarchicalCorpus
+
+folder, marker, outside, pool = sys.argv[1:5]
+add = Chroma.add_texts
+
+def hangs_once_written(self, *args, **kwargs):
+    add(self, *args, **kwargs)
+    pathlib.Path(marker).write_text("the update is under way")
+    time.sleep(600)
+
+Chroma.add_texts = hangs_once_written
+HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool)).update(changed_passages())
+"""
+
+
+@pytest.mark.parametrize("pool", ["in the folder", "outside it"])
+def test_a_corpus_update_killed_outright_is_undone_on_reload(tmp_path, pool):
+    """Issue 39: ``kill -9`` after the update wrote its new chunks: the next ``from_persist_dir`` puts the last
+    finished corpus back, in the folder and in a store outside it, and removes the copy."""
+    folder, marker, outside = tmp_path / "corpus", tmp_path / "marker", tmp_path / "elsewhere"
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
+    built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), persist_dir=folder, show_progress=False,
+                                              **hirag_store(outside, pool))
+    kill_when(["-c", KILLED_CORPUS_UPDATE, str(folder), str(marker), str(outside), pool], marker.exists)
+    again = HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool))
+    assert not (folder / ".before_update").exists()
+    assert again.chunk_ids == built.chunk_ids and [d.title for d in again.documents] == [d.title for d in built.documents]

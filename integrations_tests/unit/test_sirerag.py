@@ -10,6 +10,7 @@ import pytest
 from llama_index.core import Document
 
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
+from integrations_tests.killing import kill_when
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
 from llama_index_sirerag.propositions import Proposition
 from multihop_rag.corpus import load_documents
@@ -513,27 +514,14 @@ def test_an_update_killed_outright_through_the_python_api_is_undone_on_reload(do
     """Issue 39: kill -9 in the middle of an ``insert`` (the summaries above the new chunks being rewritten):
     the next ``from_persist_dir`` puts the last finished index back and removes the copy — the pool too when
     it lives outside the folder (a Chroma server, a collection elsewhere)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from multihop_rag.stores import chroma_vector_store
 
     folder, marker, outside = tmp_path / "idx", tmp_path / "marker", tmp_path / "elsewhere"
     store = {"vector_store": chroma_vector_store(outside, "pool")} if pool == "outside it" else {}
     index = SiReRAGIndex.from_documents(docs[:6], llm=fake_llm(), embed_model=HashEmbedding(), persist_dir=folder,
                                         show_progress=False, **store)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     where = [str(outside)] if store else []
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_UPDATE, str(folder), str(marker), *where], env=env)
-    deadline = time.time() + 300
-    while time.time() < deadline and not marker.exists() and proc.poll() is None:
-        time.sleep(0.05)
-    assert marker.exists(), "the update never reached the summaries"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(["-c", KILLED_UPDATE, str(folder), str(marker), *where], marker.exists)
     assert (folder / ".before_update" / ".complete").exists()  # the copy of the last finished index is left
     store = {"vector_store": chroma_vector_store(outside, "pool")} if store else {}  # a new client: the kill's writes
     again = SiReRAGIndex.from_persist_dir(folder, llm=fake_llm(), embed_model=HashEmbedding(), **store)
