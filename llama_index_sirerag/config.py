@@ -33,6 +33,19 @@ class SiReRAGConfig(BaseModel):
         "pieces: the rest of a longer aggregate was never embedded, and a common entity's aggregate grows with the "
         "corpus (issue 42).",
     )
+    drop_common_noun_entities: bool = Field(
+        False,
+        description="Group propositions by named entities only: a name without a capital letter or a digit "
+        "(\"drummer\", \"director\") is dropped (ours: §4.2 and Figure 3 exclude common nouns by the prompt alone, "
+        "which the 1.5B does not follow; issue 41).",
+    )
+    max_entity_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Drop hub entities, mentioned in more than this share of the chunks (and in at least 5), whose "
+        "aggregates gather unrelated propositions (ours; None: every entity, §4.2).",
+    )
     index_propositions: bool = Field(False, description="Also put every proposition in the pool (ablation B: True).")
     aggregates: bool = Field(
         True, description="Proposition aggregates as the relatedness leaves (ablation C: False, with index_propositions)."

@@ -51,7 +51,13 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
 from llama_index_sirerag.config import SiReRAGConfig
-from llama_index_sirerag.propositions import Proposition, entity_key, extract_propositions, group_aggregates
+from llama_index_sirerag.propositions import (
+    Proposition,
+    entity_key,
+    extract_propositions,
+    filter_entities,
+    group_aggregates,
+)
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
@@ -342,8 +348,13 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         vectors = self.embed_model.get_text_embedding_batch(mentions, show_progress=False)
         return cluster(vectors, [count_tokens(c.text) for c in chunks], self.config.clustering())
 
+    def _grouped_propositions(self) -> list[Proposition]:
+        """Every proposition, with the entities the relatedness tree groups by (the config's entity filter)."""
+        return filter_entities(self._all_propositions(), drop_common_nouns=self.config.drop_common_noun_entities,
+                               max_chunk_share=self.config.max_entity_share)
+
     def _relatedness_leaves(self) -> list[TreeNode]:
-        config, propositions = self.config, self._all_propositions()
+        config, propositions = self.config, self._grouped_propositions()
         leaves: list[TreeNode] = []
         if config.aggregates:
             leaves += [TreeNode(id=node_id("relatedness", "aggregate", 0, a.text), text=a.text, tree="relatedness", level=0,
@@ -449,12 +460,14 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
             for key in {entity_key(e) for e in prop.entities}:
                 entity_counts[key] += 1
         per_entity = list(entity_counts.values())
+        grouped = {entity_key(e) for prop in self._grouped_propositions() for e in prop.entities}
         return {
             "documents": len(self.documents),
             "chunks": sum(1 for n in self.nodes.values() if n.kind == "chunk"),
             "propositions": sum(1 for p in propositions if p.entities),
             "propositions_without_entities": sum(1 for p in propositions if not p.entities),
             "entities": len(entity_counts),
+            "entities_filtered_out": len(entity_counts) - len(grouped),
             "aggregates": sum(1 for n in self.nodes.values() if n.kind == "aggregate"),
             "propositions_per_entity": {
                 "avg": round(sum(per_entity) / len(per_entity), 2) if per_entity else 0.0,

@@ -12,6 +12,7 @@ the rest would never be embedded, and past a summary call).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -27,7 +28,16 @@ from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.concurrency import CallLimit, map_bounded
 from multihop_rag.llm.structured import StructuredStats, generate_json
 
-__all__ = ["Proposition", "Aggregate", "extract_propositions", "group_aggregates", "entity_key", "facts_schema"]
+__all__ = [
+    "Proposition",
+    "Aggregate",
+    "extract_propositions",
+    "filter_entities",
+    "group_aggregates",
+    "entity_key",
+    "facts_schema",
+    "HUB_FLOOR",
+]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +152,37 @@ def _parts(members: list[Proposition], max_tokens: int | None, tokens: dict[str,
         parts[-1].append(prop)
         used += size
     return parts
+
+
+HUB_FLOOR = 5
+"""Fewest chunks an entity must be mentioned in to count as a hub, whatever the share: in a small corpus a
+bridge entity's few chunks are a large share."""
+
+
+def filter_entities(
+    propositions: Sequence[Proposition], *, drop_common_nouns: bool = False, max_chunk_share: float | None = None
+) -> list[Proposition]:
+    """``propositions`` with only the entities to group by (the propositions themselves all kept; one left
+    without entities then joins no aggregate). ``drop_common_nouns``: drop a name written without a capital
+    letter or a digit ("drummer"; §4.2 and Figure 3 want no common noun, asking the prompt for named
+    entities). ``max_chunk_share``: drop a hub, an entity mentioned in more than this share of the chunks that
+    have propositions (and in at least :data:`HUB_FLOOR`), whose aggregates gather unrelated propositions."""
+    def named(name: str) -> bool:
+        return not drop_common_nouns or any(c.isupper() or c.isdigit() for c in name)
+
+    hubs: set[str] = set()
+    if max_chunk_share is not None:
+        chunks_of: dict[str, set[str]] = {}
+        for prop in propositions:
+            for name in prop.entities:
+                chunks_of.setdefault(entity_key(name), set()).add(prop.chunk_id)
+        bound = max_chunk_share * len({p.chunk_id for p in propositions})
+        hubs = {key for key, chunks in chunks_of.items() if len(chunks) > bound and len(chunks) >= HUB_FLOOR}
+    kept = []
+    for prop in propositions:
+        entities = tuple(e for e in prop.entities if named(e) and entity_key(e) not in hubs)
+        kept.append(prop if entities == prop.entities else dataclasses.replace(prop, entities=entities))
+    return kept
 
 
 def group_aggregates(propositions: Sequence[Proposition], max_tokens: int | None = None) -> list[Aggregate]:

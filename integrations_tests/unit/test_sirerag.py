@@ -12,7 +12,7 @@ from llama_index.core import Document
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
 from integrations_tests.killing import kill_when
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
-from llama_index_sirerag.propositions import Proposition
+from llama_index_sirerag.propositions import HUB_FLOOR, Proposition, filter_entities
 from multihop_rag.corpus import load_documents
 from multihop_rag.errors import IndexFolderError
 from multihop_rag.stores import stored_ids
@@ -62,6 +62,28 @@ def test_identical_aggregates_are_kept_once_with_both_entities():
     assert len(aggs) == 1 and aggs[0].entities == ["Ismay II", "Royal Academy"]
 
 
+def test_the_entity_filter_drops_common_nouns_and_hub_entities_before_grouping():
+    """Issue 41: the 1.5B tags propositions with common nouns ("drummer", "director"; §4.2 and Figure 3 want
+    none) and hubs such as a country, whose aggregates crowd the top ranks with unrelated propositions."""
+    props = [prop(f"p{i}", f"c{i}", (i, 0), f"Band {i} is from Norland.", f"Band {i}", "Norland", "drummer")
+             for i in range(12)]
+    props += [prop("q1", "c1", (1, 1), "Tomas Halvard drummed for Band 1.", "Tomas Halvard", "Band 1", "drummer"),
+              prop("q2", "c20", (20, 0), "Tomas Halvard was born in Dunmere.", "Tomas Halvard", "Dunmere", "1820s")]
+    paper = {e for a in group_aggregates(props) for e in a.entities}
+    assert {"Norland", "drummer", "Tomas Halvard"} <= paper
+    kept = filter_entities(props, drop_common_nouns=True, max_chunk_share=0.5)
+    grouped = {e for a in group_aggregates(kept) for e in a.entities}
+    assert "drummer" not in grouped and "Norland" not in grouped  # a common noun; a hub in 12 of 13 chunks
+    assert "Tomas Halvard" in grouped  # a bridge entity
+    assert kept[-1].entities == ("Tomas Halvard", "Dunmere", "1820s")  # a digit makes no common noun
+    assert [p.text for p in kept] == [p.text for p in props]  # propositions kept, only their entities filtered
+    # a hub needs more than the share and at least HUB_FLOOR chunks: in a small corpus nothing is a hub
+    few = [p for p in props if p.chunk_id in {f"c{i}" for i in range(4)}]
+    assert len({p.chunk_id for p in few}) < HUB_FLOOR
+    assert any("Norland" in p.entities for p in filter_entities(few, max_chunk_share=0.1))
+    assert filter_entities(props) == props  # the paper's behaviour: every entity the model gave
+
+
 def fake_llm(fail_chunks: tuple[str, ...] = (), fail_summaries: bool = False):
     """Facts = sentences, entities = capitalised words; summaries = the first sentence of each text."""
 
@@ -107,6 +129,25 @@ def default_index(docs, tmp_path_factory):
 
 def kinds(index):
     return {(n.tree, n.level, n.kind) for n in index.nodes.values()}
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_an_index_groups_by_named_entities_only_when_the_filter_is_on(docs, tmp_path, drop):
+    answers = fake_llm().script
+
+    def tags_a_common_noun(prompt: str) -> str:
+        reply = answers(prompt)
+        if prompt.startswith("Extract all facts"):
+            facts = json.loads(reply)
+            for fact in facts["facts"]:
+                fact["entities"].append("town")
+            reply = json.dumps(facts)
+        return reply
+
+    index = SiReRAGIndex.from_documents(docs, llm=ScriptedLLM(tags_a_common_noun), embed_model=HashEmbedding(),
+                                        config=SiReRAGConfig(drop_common_noun_entities=drop), show_progress=False)
+    grouped = {e for n in index.nodes.values() if n.kind == "aggregate" for e in str(n.metadata["entities"]).split("; ")}
+    assert ("town" in grouped) is not drop and "Velmora" in grouped
 
 
 def test_pool_holds_both_trees_with_consistent_links(default_index):
