@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -27,5 +29,16 @@ class K2RAGConfig(BaseModel):
         description="The user's question is asked of the hybrid retriever too, as the first sub-question (ours; "
         "Algorithm 2 retrieves only for sub-questions written from the KG answer: a small model's one-phrase KG "
         "answer leaves the question's own passages unread, support@10 0.45 against naive's 0.90).",
+    )
+    kg_step: Literal["answer", "context"] = Field(
+        "answer",
+        description="What step A hands on: the graph's answer (Figure 8, Algorithm 2) or its evidence, the triples "
+        "and source text the graph retrieved for the question (ours: the 1.5B's KG answer is one phrase, and 12 of 20 "
+        "sub-questions written from it shared no content word with the question; issue 41).",
+    )
+    sub_answer_sees_question: bool = Field(
+        False,
+        description="Answer each sub-question with the user's question in view (Algorithm 2, line 22 passes it; "
+        "§3.1.3's prose, the default here, answers the sub-question alone).",
     )
     max_kg_paths_per_chunk: int = Field(10, description="Triples the property-graph extractor keeps per chunk.")

@@ -356,9 +356,22 @@ class GraphRAGKG:
 
     async def aquery(self, question: str) -> str:
         """Async :meth:`query`."""
+        response, _context = await self._local_search(question)
+        return response if isinstance(response, str) else str(response)
+
+    def context(self, question: str) -> str:
+        """The tables GraphRAG local search wrote its answer from (entities, relationships, sources, …), as text
+        (its public API writes the answer too: one call, unread)."""
+        _response, context = run_sync(self._local_search(question))
+        if isinstance(context, str):
+            return context
+        named = context.items() if isinstance(context, dict) else enumerate(context)
+        return "\n\n".join(f"-----{name}-----\n{table.to_csv(sep='|', index=False)}" for name, table in named if len(table))
+
+    async def _local_search(self, question: str) -> tuple[Any, Any]:
         tables = self._tables if self._tables is not None else await self._load_tables()
         self._tables = tables
-        response, _context = await self.api.local_search(
+        return await self.api.local_search(
             config=self.config,
             covariates=None,
             community_level=self.community_level,
@@ -366,7 +379,6 @@ class GraphRAGKG:
             query=question,
             **tables,
         )
-        return response if isinstance(response, str) else str(response)
 
     def persist(self, folder: str | Path) -> None:
         """Copy the graph's output (parquet tables, LanceDB) to ``folder/output``."""

@@ -336,6 +336,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 result_chunk_size=self.config.kg_result_chunk_size,
                 result_chunk_overlap=self.config.kg_result_chunk_overlap,
                 retrieve_for_question=self.config.retrieve_for_question,
+                kg_step=self.config.kg_step,
+                sub_answer_sees_question=self.config.sub_answer_sees_question,
             )
         if pipeline == "kg":
             return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)

@@ -41,6 +41,10 @@ class KnowledgeGraph(Protocol):
         """The graph's answer to ``question``, as text (step A of Figure 8)."""
         ...
 
+    def context(self, question: str) -> str:
+        """The graph's evidence for ``question``, as text: the triples it retrieved and their source text."""
+        ...
+
     def persist(self, folder: str | Path) -> None: ...
 
 
@@ -213,6 +217,11 @@ class PropertyGraphKG:
 
     def query(self, question: str) -> str:
         return str(self.index.as_query_engine(llm=self.llm, include_text=True).query(question))
+
+    def context(self, question: str) -> str:
+        """What :meth:`query`'s answer is written from: each retrieved path group with its chunk's text."""
+        hits = self.index.as_retriever(include_text=True).retrieve(question)
+        return "\n\n".join(hit.node.get_content() for hit in hits)
 
     def persist(self, folder: str | Path) -> None:
         self.index.storage_context.persist(persist_dir=str(folder))

@@ -15,6 +15,14 @@ ANSWER = PromptTemplate(
 )
 """Answer Generation System Prompt (§3.1.3), shared by K²RAG and the four naive pipelines (§3.2.2)."""
 
+SUB_ANSWER = PromptTemplate(
+    "Additional Information: {context}\n\n"
+    "Instruction: You are a smart LLM who gives an answer to the question in as little words as possible "
+    "using the additional information provided above. The question is one step towards answering: {main_question}\n\n"
+    "Question: {question} Short Answer:"
+)
+"""Ours: the Answer Generation prompt for a sub-question, with the user's question in view (Algorithm 2, line 22)."""
+
 SUB_QUESTION = PromptTemplate(
     "Instruction: Your task is to create a small question out of the below information.\n\n"
     "Information: {chunk}\n\n"

@@ -13,14 +13,17 @@ E. the final answer comes from the KG summary plus the sub-answer summary (Answe
 Where the paper disagrees with itself, this follows the prose of §3.1.3: step C splits the KG
 *summary* (Algorithm 2 line 12 says the raw KG output) and step D answers the *sub-question*
 (Algorithm 2 line 22 passes the user's question). With ``retrieve_for_question`` (ours) the user's question
-is the first sub-question of step D, so its own passages are read whatever the KG answered.
+is the first sub-question of step D, so its own passages are read whatever the KG answered; with
+``kg_step="context"`` (ours) step A hands on the triples and source text the graph retrieved instead of its
+answer; with ``sub_answer_sees_question`` step D answers each sub-question with the user's question in view
+(Algorithm 2, line 22).
 """
 
 from __future__ import annotations
 
 import time
 from itertools import chain
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.llms.llm import LLM
@@ -63,13 +66,15 @@ class K2RAGQueryEngine(CustomQueryEngine):
     result_chunk_size: int = Field(128, description="S when splitting the KG summary.")
     result_chunk_overlap: int = Field(10, description="O when splitting the KG summary.")
     retrieve_for_question: bool = Field(False, description="Ask the user's question as the first sub-question too.")
+    kg_step: Literal["answer", "context"] = Field("answer", description="Step A hands on the graph's 'answer' or its 'context' (evidence).")
+    sub_answer_sees_question: bool = Field(False, description="Answer each sub-question with the user's question in view.")
 
     def custom_query(self, query_str: str) -> Response:
         kg: KnowledgeGraph = self.kg
         summarizer: Summarizer = self.summarizer
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        kg_answer = kg.query(query_str)
+        kg_answer = kg.context(query_str) if self.kg_step == "context" else kg.query(query_str)
         timings["kg"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -82,7 +87,11 @@ class K2RAGQueryEngine(CustomQueryEngine):
         written = (_one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
         for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
             hits = self.retriever.retrieve(sub_question)
-            answer = self.llm.complete(prompts.ANSWER.format(context=_context(hits), question=sub_question)).text
+            if self.sub_answer_sees_question and sub_question != query_str:
+                prompt = prompts.SUB_ANSWER.format(context=_context(hits), question=sub_question, main_question=query_str)
+            else:
+                prompt = prompts.ANSWER.format(context=_context(hits), question=sub_question)
+            answer = self.llm.complete(prompt).text
             sub_questions.append(sub_question)
             sub_answers.append(summarizer.summarize(answer.strip()))
             sources.update({h.node.node_id: h for h in hits if h.node.node_id not in sources})

@@ -82,3 +82,25 @@ def test_other_endpoints_get_no_grammar(graph):
     assert graph.config.extract_graph.completion_model_id == "default_completion_model"
     assert "graph_extraction_model" not in graph.config.completion_models
     assert graph.config.get_completion_model_config("default_completion_model").call_args["max_tokens"] == 512
+
+
+def test_the_context_of_a_local_search_is_its_tables_as_text(tmp_path, monkeypatch):
+    """K²RAG's kg_step="context" (issue 41) reads what local search wrote its answer from, not the answer."""
+    import pandas as pd
+
+    graph = GraphRAGKG(tmp_path, ENDPOINT, HashEmbedding(dim=8))
+    tables = {"entities": pd.DataFrame({"entity": ["TOMAS HALVARD"], "description": ["designed the Kesh Bridge"]}),
+              "claims": pd.DataFrame()}
+
+    async def local_search(**kwargs):
+        assert kwargs["query"] == "Who designed the Kesh Bridge?"
+        return "Tomas Halvard", tables
+
+    async def no_tables(self):
+        return {}
+
+    monkeypatch.setattr(GraphRAGKG, "_load_tables", no_tables)
+    monkeypatch.setattr(graph.api, "local_search", local_search)
+    context = graph.context("Who designed the Kesh Bridge?")
+    assert context == "-----entities-----\nentity|description\nTOMAS HALVARD|designed the Kesh Bridge\n"
+    assert graph.query("Who designed the Kesh Bridge?") == "Tomas Halvard"

@@ -49,6 +49,10 @@ class FakeKG:
         self.questions.append(question)
         return self.answer
 
+    def context(self, question: str) -> str:
+        self.questions.append(question)
+        return f"Kesh Bridge -> designed by -> Tomas Halvard\nThe Kesh Bridge was designed by Tomas Halvard. ({self.answer})"
+
     def persist(self, folder) -> None:
         pass
 
@@ -274,6 +278,34 @@ def test_with_retrieve_for_question_the_users_question_reaches_the_hybrid_retrie
     assert len(llm.prompts) == len(paper_llm.prompts) + 1  # one more answer call
 
 
+def test_step_a_hands_on_the_graphs_evidence_instead_of_its_answer_when_asked():
+    """Issue 41: the 1.5B's KG answer is one phrase, and sub-questions written from it miss the question; with
+    kg_step="context" steps B-C read the triples and source text the graph retrieved (no answer call)."""
+    question = "Where was the designer of the Kesh Bridge born?"
+    paper = build(kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    assert paper.metadata["kg_answer"] == "Tomas Halvard"
+    llm = ScriptedLLM(respond)
+    kg = FakeKG("Tomas Halvard")
+    response = build(llm=llm, kg=kg, config=K2RAGConfig(kg_step="context")).as_query_engine().query(question)
+    assert response.metadata["kg_answer"].startswith("Kesh Bridge -> designed by -> Tomas Halvard")
+    assert kg.questions == [question]
+    written = [p for p in llm.prompts if p.startswith("Instruction: Your task")]
+    assert len(written) == 1 and "Kesh Bridge -> designed by" in written[0]
+
+
+def test_each_sub_question_can_be_answered_with_the_users_question_in_view():
+    """Algorithm 2, line 22 answers with the user's question; §3.1.3's prose with the sub-question alone (the
+    default). ``sub_answer_sees_question`` shows both, so the sub-answer serves the question."""
+    question = "Where was the designer of the Kesh Bridge born?"
+    paper_llm, llm = ScriptedLLM(respond), ScriptedLLM(respond)
+    build(llm=paper_llm, kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    build(llm=llm, kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(sub_answer_sees_question=True)).as_query_engine().query(question)
+    sub = [p for p in llm.prompts if p.startswith("Additional Information:") and "Where was Tomas Halvard born?" in p]
+    assert len(sub) == 1 and question in sub[0]
+    assert not any(question in p for p in paper_llm.prompts if "Where was Tomas Halvard born?" in p)
+    assert len(llm.prompts) == len(paper_llm.prompts)  # no call more
+
+
 def test_k2rag_summarizes_kg_results_and_sub_answers():
     llm = ScriptedLLM(respond)
     index = build(llm=llm, kg=FakeKG("Halvard " * 200), summarizer="llm", config=K2RAGConfig(min_summary_tokens=5))
@@ -381,6 +413,10 @@ def test_property_graph_kg_with_a_scripted_extractor(tmp_path):
     assert loaded.kg.query("Where was Tomas Halvard born?") == "He was born in Dunmere."
     # The graph's triples reached the answer prompt.
     assert "tomas halvard -> born in -> dunmere" in llm.prompts[-1].lower()
+    calls = len(llm.prompts)
+    context = loaded.kg.context("Where was Tomas Halvard born?")  # what that answer was written from, no call
+    assert "tomas halvard -> born in -> dunmere" in context.lower() and any(doc.text in context for doc in DOCS)
+    assert len(llm.prompts) == calls
 
 
 def test_the_kg_extractor_sees_titles_not_ids_and_shows_progress_per_chunk(capsys):
