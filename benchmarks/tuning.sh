@@ -3,14 +3,15 @@
 # is reported). Each variant is one setting changed from the paper's behaviour, in a folder of its own
 # that starts from a copy of the baseline folder's LLM-call cache: the calls a variant shares with the
 # baseline (naive's, the rounds before the change) replay, and only what the change alters is paid for.
-# Usage: benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
+# Usage: [POOL=20] [METHODS=naive,k2rag] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
 #   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs the
 #   methods the --set items name. Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 dataset=$1 n=$2 variant=$3; shift 3
-root=benchmarks/results/tuning/$dataset-dev101-$((100 + n))
+pool=${POOL:-100}  # the methods that build an index tune on a smaller pool (POOL=20: questions 101–120's passages)
+root=benchmarks/results/tuning/$dataset-dev101-$((100 + n))$([[ $pool == 100 ]] || echo "-pool$pool")
 out=$root/$variant
 mkdir -p "$out"
 if [[ $variant == baseline ]]; then
@@ -21,5 +22,5 @@ else
 with sqlite3.connect(sys.argv[1]) as src, sqlite3.connect(sys.argv[2]) as dst:
     src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/baseline/llm_calls.sqlite" "$out/llm_calls.sqlite"
 fi
-"$BIN/multihop-rag" eval --dataset "$dataset" --split dev --start 100 --pool 100 --limit "$n" --methods "$methods" \
+"$BIN/multihop-rag" eval --dataset "$dataset" --split dev --start 100 --pool "$pool" --limit "$n" --methods "$methods" \
     --llm llamacpp:default --embed st:default --out "$out" "$@"
