@@ -27,6 +27,7 @@ from pydantic import Field, PrivateAttr
 from tqdm.auto import tqdm
 
 from multihop_rag.llm.aio import call_sync, run_sync
+from multihop_rag.stores import batched
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
 
@@ -164,7 +165,7 @@ class PropertyGraphKG:
         """Extract the triples of new chunks into the graph, batch after batch: with more than one call in flight,
         the next batch is extracted while the last one is embedded and stored."""
         size = max(32, 8 * self.extractor.max_concurrency)
-        batches = [list(nodes[i : i + size]) for i in range(0, len(nodes), size)]
+        batches = [list(part) for part in batched(nodes, size)]
 
         def extract(batch: list[TextNode]) -> list[BaseNode]:
             return list(run_sync(self.extractor.acall(batch)))
