@@ -50,7 +50,7 @@ from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, op
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
-from multihop_rag.llm.concurrency import CallLimit, map_bounded, side_by_side
+from multihop_rag.llm.concurrency import map_bounded
 from multihop_rag.llm.usage import Stages, Usage
 from multihop_rag.serving.llamacpp_server import openai_endpoint
 from multihop_rag.serving.profile import default_concurrency
@@ -213,46 +213,36 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         with self._stages.stage("summarize"):
             summaries = map_bounded(self._summarize, list(add), max_concurrency=self.max_concurrency,
                                     desc="K2RAG summaries", show_progress=self._show_progress)
-        dead = [c for info in gone for c in info["chunks"]]
-        fresh, kg_fresh = [], []
-        for doc, (summary, summarized) in zip(add, summaries, strict=True):
-            chunks = _chunk_nodes(doc, summary, summarized, config.chunk_size, config.chunk_overlap, "vector")
-            kg_chunks = _chunk_nodes(doc, summary, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
-            self.documents[doc.doc_id] = {
-                "hash": document_hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
-                "chunks": [n.node_id for n in chunks], "kg_chunks": [n.node_id for n in kg_chunks],
-            }
-            fresh += chunks
-            kg_fresh += kg_chunks
-
-        def graph(_limit: CallLimit) -> None:
-            with self._stages.stage("kg"):
-                self._update_kg(kg_fresh, [c for info in gone for c in info["kg_chunks"]], first_build)
-
-        def stores(_limit: CallLimit) -> None:  # no LLM call: beside the graph, its stages' call figures are the graph's
-            with self._stages.stage("dense"):
-                self._write_dense(dead, fresh)
-            with self._stages.stage("sparse"):
-                self.sparse = SparseStore.from_nodes(self._chunk_nodes()) if self.documents else None
-
-        side_by_side(graph, stores, max_concurrency=self.max_concurrency)
+        with self._stages.stage("dense"):
+            dead = [c for info in gone for c in info["chunks"]]
+            for part in batched(dead):
+                self._dense.delete_nodes(list(part), delete_from_docstore=True)
+            for node_id in dead:  # the docstore keeps every chunk (for BM25 and reloads)
+                self.docstore.delete_document(node_id, raise_error=False)
+            fresh, kg_fresh = [], []
+            for doc, (summary, summarized) in zip(add, summaries, strict=True):
+                chunks = _chunk_nodes(doc, summary, summarized, config.chunk_size, config.chunk_overlap, "vector")
+                kg_chunks = _chunk_nodes(doc, summary, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
+                self.documents[doc.doc_id] = {
+                    "hash": document_hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
+                    "chunks": [n.node_id for n in chunks], "kg_chunks": [n.node_id for n in kg_chunks],
+                }
+                fresh += chunks
+                kg_fresh += kg_chunks
+            for batch in batched(fresh, 64):
+                vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
+                for node, vector in zip(batch, vectors, strict=True):
+                    node.embedding = vector
+                self._dense.insert_nodes(batch)
+            self.docstore.add_documents(fresh, allow_update=True)
+        with self._stages.stage("sparse"):
+            self.sparse = SparseStore.from_nodes(self._chunk_nodes()) if self.documents else None
+        with self._stages.stage("kg"):
+            self._update_kg(kg_fresh, [c for info in gone for c in info["kg_chunks"]], first_build)
         spent = self.llm.usage - before
         self.last_update = {"added": [d.doc_id for d in add], "removed": list(remove), "llm_calls": spent.calls,
                             "cache_hits": spent.cache_hits, "seconds": round(time.perf_counter() - started, 1)}
         return self.last_update
-
-    def _write_dense(self, dead: list[str], fresh: list[TextNode]) -> None:
-        """Delete the chunks ``dead`` and embed and write ``fresh`` into the dense store and the docstore."""
-        for part in batched(dead):
-            self._dense.delete_nodes(list(part), delete_from_docstore=True)
-        for node_id in dead:  # the docstore keeps every chunk (for BM25 and reloads)
-            self.docstore.delete_document(node_id, raise_error=False)
-        for batch in batched(fresh, 64):
-            vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
-            for node, vector in zip(batch, vectors, strict=True):
-                node.embedding = vector
-            self._dense.insert_nodes(list(batch))
-        self.docstore.add_documents(fresh, allow_update=True)
 
     def _chunk_nodes(self) -> list[BaseNode]:
         ids = [c for info in self.documents.values() for c in info["chunks"]]

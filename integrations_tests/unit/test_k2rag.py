@@ -4,7 +4,6 @@ naive pipelines and persistence, with deterministic fakes."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 import uuid
 
@@ -531,79 +530,41 @@ def test_updates_touch_only_the_changed_documents():
         index.delete_ref_doc("kesh")
 
 
-class Timeline:
-    """When a scripted KG extraction answered and when an embedding ran: did the two overlap?"""
-
-    def __init__(self, delay: float) -> None:
-        self.lock, self.delay = threading.Lock(), delay
-        self.extractions: list[float] = []
-        self.embeddings: list[tuple[float, float]] = []
-
-    def extractor(self, prompt: str) -> str:
-        time.sleep(self.delay)
-        with self.lock:
-            self.extractions.append(time.perf_counter())
-        town = re.findall(r"Town\d+", prompt)[-1]
-        return f"({town}, lies on, Orrin)"
-
-    def embedding(self) -> HashEmbedding:
-        """An embedding model taking 0.05 s a batch, whose batches are recorded."""
-        timeline = self
-
-        class SlowEmbedding(HashEmbedding):
-            def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-                started = time.perf_counter()
-                time.sleep(0.05)
-                with timeline.lock:
-                    timeline.embeddings.append((started, time.perf_counter()))
-                return [self._vector(t) for t in texts]
-
-            async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-                return self._get_text_embeddings(texts)  # CPU work: it holds the thread, as a real embedder does
-
-        return SlowEmbedding(dim=64)
-
-    def overlapped(self) -> list[float]:
-        return [t for t in self.extractions if any(a < t < b for a, b in self.embeddings)]
-
-
 def test_the_graph_extracts_the_next_batch_while_it_embeds_the_last():
     """With slots to spare, the KG's CPU work (embedding and storing a batch) overlaps the next batch's
     extraction calls instead of leaving the slots idle (issue 42); the graph is the one-at-a-time one."""
+    import threading
+
     from llama_index_k2rag import PropertyGraphKG
 
-    timeline = Timeline(delay=0.005)  # a batch's calls take longer than the start of the last batch's embedding
+    lock, extractions, embeddings = threading.Lock(), [], []
+
+    def extractor(prompt: str) -> str:
+        time.sleep(0.005)  # a batch's calls take longer than the start of the last batch's embedding
+        with lock:
+            extractions.append(time.perf_counter())
+        town = re.findall(r"Town\d+", prompt)[-1]
+        return f"({town}, lies on, Orrin)"
+
+    class SlowEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            started = time.perf_counter()
+            time.sleep(0.05)
+            with lock:
+                embeddings.append((started, time.perf_counter()))
+            return [self._vector(t) for t in texts]
+
+        async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return self._get_text_embeddings(texts)  # CPU work: it holds the thread, as a real embedder does
+
     chunks = [TextNode(text=f"Town{i} lies on the Orrin.", id_=f"c{i}") for i in range(80)]
-    piped = PropertyGraphKG.build(chunks, ScriptedLLM(timeline.extractor), timeline.embedding(), max_concurrency=4,
+    piped = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), SlowEmbedding(dim=64), max_concurrency=4,
                                   show_progress=False)
-    one_at_a_time = PropertyGraphKG.build(chunks, ScriptedLLM(timeline.extractor), HashEmbedding(dim=64), max_concurrency=1,
+    overlapped = [t for t in extractions if any(a < t < b for a, b in embeddings)]
+    one_at_a_time = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), HashEmbedding(dim=64), max_concurrency=1,
                                           show_progress=False)
     assert piped.triples() == one_at_a_time.triples() == 80
-    assert timeline.overlapped(), "no extraction call ran while a batch was being embedded"
-
-
-@pytest.mark.parametrize("slots", [1, 4])
-def test_the_dense_store_is_embedded_while_the_graph_is_extracted_when_the_server_has_slots(slots):
-    """Issue 42: K²RAG's stores waited for the knowledge graph (11 % of a build against a 1 s/call server was CPU
-    work with every slot idle). With more than one slot the chunks are embedded beside the graph's extraction;
-    with one (the in-process model) after it, as CPU work beside it would only slow it."""
-    from llama_index.core.vector_stores.simple import SimpleVectorStore
-
-    writes: list[float] = []
-
-    class TimedStore(SimpleVectorStore):  # the dense store: when each batch of embedded chunks is written
-        def add(self, nodes, **kwargs):
-            writes.append(time.perf_counter())
-            return super().add(nodes, **kwargs)
-
-    timeline = Timeline(delay=0.01)
-    docs = [Document(id_=f"d{i}", text=f"Town{i} lies on the Orrin.", metadata={"title": f"Town{i}"}) for i in range(40)]
-    index = K2RAGIndex.from_documents(docs, llm=ScriptedLLM(timeline.extractor), embed_model=timeline.embedding(),
-                                      summarizer="none", kg="property", vector_store=TimedStore(),
-                                      max_concurrency=slots, show_progress=False)
-    assert index.kg.triples() == 40 and len(index.as_retriever().retrieve("Town3")) > 0
-    during = [t for t in writes if min(timeline.extractions) < t < max(timeline.extractions)]
-    assert bool(during) is (slots > 1)
+    assert overlapped, "no extraction call ran while a batch was being embedded"
 
 
 def test_a_graph_built_batch_by_batch_reads_each_node_a_bounded_number_of_times(monkeypatch):
