@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -247,13 +248,19 @@ class ChromaEntries:
 def outside_entries(vector_store: BasePydanticVectorStore) -> ChromaEntries | None:
     """What saves and restores the entries of ``vector_store``, an index's pool kept outside its folder: a
     Chroma collection (on a server or elsewhere); None for a ``SimpleVectorStore`` (persisted into the folder).
-    Another store cannot be copied: an update cut half-way may leave it apart from the folder (said once)."""
+    Another store cannot be copied: an update cut half-way may leave it apart from the folder (said once per kind)."""
     if isinstance(vector_store, ChromaVectorStore):
         return ChromaEntries(vector_store.client)
     if not isinstance(vector_store, SimpleVectorStore):
-        log.warning("a %s cannot be copied before an update: one cut half-way may leave it apart from the index's "
-                    "folder (rebuild then); a Chroma collection can be", type(vector_store).__name__)
+        _say_uncopyable(type(vector_store).__name__)
     return None
+
+
+@cache
+def _say_uncopyable(kind: str) -> None:
+    """Warn, once per kind of store and process, that an update cannot copy a store of this kind."""
+    log.warning("a vector store of type %s cannot be copied before an update: one cut half-way may leave it apart from the index's "
+                "folder (rebuild then); a Chroma store can be", kind)
 
 
 # ---- any LangChain vector store ----------------------------------------------------------------
@@ -303,13 +310,12 @@ class LangChainChromaEntries:
 
 def lc_outside_entries(store: Any) -> LangChainChromaEntries | None:
     """What saves and restores the entries of ``store``, a LangChain vector store an index keeps outside its folder:
-    a ``Chroma`` store (a server, a collection elsewhere); another cannot be copied (said once, None)."""
+    a ``Chroma`` store (a server, a collection elsewhere); another cannot be copied (said once per kind; None)."""
     from langchain_chroma import Chroma
 
     if isinstance(store, Chroma):
         return LangChainChromaEntries(store)
-    log.warning("a %s cannot be copied before an update: one cut half-way may leave it apart from the index's "
-                "folder (rebuild then); a Chroma store can be", type(store).__name__)
+    _say_uncopyable(type(store).__name__)
     return None
 
 

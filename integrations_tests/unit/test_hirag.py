@@ -899,3 +899,23 @@ def test_a_corpus_update_killed_outright_is_undone_on_reload(tmp_path, pool):
     again = HierarchicalCorpus.from_persist_dir(folder, HashEmbeddings(1024), **hirag_store(outside, pool))
     assert not (folder / ".before_update").exists()
     assert again.chunk_ids == built.chunk_ids and [d.title for d in again.documents] == [d.title for d in built.documents]
+
+
+def test_a_store_that_cannot_be_copied_is_said_once_and_the_corpus_still_updates(tmp_path, caplog):
+    """An update cannot copy an InMemoryVectorStore outside the folder: one warning per kind of store, not one
+    per load and update."""
+    from multihop_rag import stores
+
+    stores._say_uncopyable.cache_clear()
+    store = InMemoryVectorStore(HashEmbeddings(1024))
+    passages = [Passage(id=str(i), title=t, text=x) for i, (t, x) in enumerate(PASSAGES)]
+    built = HierarchicalCorpus.from_documents(passages, HashEmbeddings(1024), vector_store=store, persist_dir=tmp_path,
+                                              show_progress=False)
+    with caplog.at_level("WARNING", logger="multihop_rag.stores"):
+        built.update(changed_passages())
+        again = HierarchicalCorpus.from_persist_dir(tmp_path, HashEmbeddings(1024), vector_store=store)
+        again.update(passages)
+    assert [r.getMessage() for r in caplog.records].count(
+        "a vector store of type InMemoryVectorStore cannot be copied before an update: one cut half-way may leave it "
+        "apart from the index's folder (rebuild then); a Chroma store can be") == 1
+    assert [d.title for d in again.documents] == list(dict.fromkeys(t for t, _ in PASSAGES))
