@@ -165,9 +165,10 @@ def _index_chunks(
             text = chunk_tokens("\n".join(doc.passages), 1500, 0)[0]
             doc.profile = profile_llm.invoke(PROFILE_PROMPT.format(title=doc.title, text=text)).text.strip()
     ids = [cid for d in docs for cid in d.chunk_ids]
-    for rows in tqdm(list(batched(range(len(ids)), 256)), desc="HiRAG chunk embeddings", disable=not show_progress):
-        part = slice(rows[0], rows[-1] + 1)
-        store.add_texts(texts[part], metadatas=metadatas[part], ids=ids[part])
+    for part in tqdm(list(batched(list(zip(texts, metadatas, ids, strict=True)), 256)), desc="HiRAG chunk embeddings",
+                     disable=not show_progress):
+        part_texts, part_metadatas, part_ids = zip(*part, strict=True)
+        store.add_texts(list(part_texts), metadatas=list(part_metadatas), ids=list(part_ids))
 
 
 def _titles_index(docs: Sequence[TitledDocument]) -> bm25s.BM25:

@@ -239,10 +239,10 @@ class ChromaEntries:
         added = sorted(set(self.collection.get(include=[])["ids"]) - set(ids))
         for gone in batched(added):
             self.collection.delete(ids=list(gone))
-        for rows in batched(range(len(ids))):
-            part = slice(rows[0], rows[-1] + 1)
-            self.collection.upsert(ids=ids[part], embeddings=vectors[part], documents=records["documents"][part],
-                                   metadatas=records["metadatas"][part])
+        for part in batched(list(zip(ids, vectors, records["documents"], records["metadatas"], strict=True))):
+            saved_ids, embeddings, documents, metadatas = zip(*part, strict=True)
+            self.collection.upsert(ids=list(saved_ids), embeddings=list(embeddings), documents=list(documents),
+                                   metadatas=list(metadatas))
 
 
 def outside_entries(vector_store: BasePydanticVectorStore) -> ChromaEntries | None:
