@@ -49,6 +49,14 @@ class ReSPConfig(BaseModel):
         "generation prompt and §4.3 have it. Ours: the 1.5B's summaries drop the answer (a median of ~38 tokens "
         "against naive's five chunks), so the reader also sees what the summaries were made from.",
     )
+    shared_prefixes: bool = Field(
+        False,
+        description="Prompts open with what a round's calls share: both summaries with the round's documents, the "
+        "judge, the planner and the re-plan with the memory and the question, so llama.cpp's prompt cache (and a "
+        "server's) reads each once per round; the instructions, worded as Table 1's, follow. False: Table 1's order "
+        "(its Local Pathway, Judge and Plan prompts put the instruction or question first, so each call reads the "
+        "documents or the memory again). Ours: on two CPU cores reading the prompt is most of a call's time.",
+    )
     replan_on_repeat: bool = Field(
         True,
         description="On a repeat, ask the planner once more, naming the repetition; a second repeat ends the loop "

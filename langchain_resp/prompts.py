@@ -26,6 +26,28 @@ PLAN = (
 )
 """Reasoner, Plan (Table 1; "You Thought" is the paper's spelling)."""
 
+JUDGE_MEMORY_FIRST = (
+    "Known information: {memory}\n"
+    "Target question: {question}\n"
+    "Judging based solely on the current known information and without allowing for inference, "
+    "are you able to completely and accurately respond to the target question? \n"
+    'If you can, please reply with "Yes" directly; if you cannot and need more information, '
+    'please reply with "No" directly.'
+)
+"""Ours (``shared_prefixes``): :data:`JUDGE` opening with the memory and the question, as :data:`PLAN_MEMORY_FIRST`
+and :data:`REPLAN` do."""
+
+PLAN_MEMORY_FIRST = (
+    "Known information: {memory}\n"
+    "Target question: {question}\n"
+    "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop "
+    "reasoning across multiple documents. Please understand the information gap between the currently "
+    "known information and the target question. Your task is to generate one thought in the form of "
+    "question for next retrieval step directly. DON'T generate the whole thoughts at once!\n "
+    "DON'T generate thought which has been retrieved.\n[You Thought]:"
+)
+"""Ours (``shared_prefixes``): :data:`PLAN` opening with the memory and the question."""
+
 GLOBAL_EVIDENCE = (
     "Passages: {docs}\n"
     "Your job is to act as a professional writer. You will write a good-quality passage that can support "
@@ -44,6 +66,15 @@ LOCAL_PATHWAY = (
     'without restating the question; if no, please reply with "No" directly.'
 )
 """Summarizer, Local Pathway (Table 1)."""
+
+LOCAL_PATHWAY_DOCUMENTS_FIRST = (
+    "Passages: {docs}\n"
+    "Judging based solely on the passages above and without allowing for inference, are you "
+    "able to respond completely and accurately to the question {sub_question}? \n"
+    'If yes, please reply with "Yes", followed by an accurate response to the question {sub_question}, '
+    'without restating the question; if no, please reply with "No" directly.'
+)
+"""Ours (``shared_prefixes``): :data:`LOCAL_PATHWAY` opening with the documents, as :data:`GLOBAL_EVIDENCE` does."""
 
 GENERATE = (
     "Answer the question based on the given reference.\n"

@@ -1,5 +1,7 @@
 """ReSP control flow with scripted chat models (no network)."""
 
+import os
+
 import pytest
 from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
@@ -33,12 +35,12 @@ class Script:
         if "Reply with its name only" in prompt:
             self.calls.append("replan")
             return self.names.pop(0) if len(self.names) > 1 else self.names[0]
-        if prompt.startswith("Passages:"):
-            self.calls.append("global")
-            return "Halvard designed the bridge. [DONE] trailing text"
         if "able to respond completely and accurately to the question" in prompt:
             self.calls.append("local")
             return self.local
+        if prompt.startswith("Passages:"):
+            self.calls.append("global")
+            return "Halvard designed the bridge. [DONE] trailing text"
         if "able to completely and accurately respond" in prompt:
             self.calls.append("judge")
             return self.judge.pop(0) if len(self.judge) > 1 else self.judge[0]
@@ -252,6 +254,23 @@ def test_prompts_are_table_1_verbatim_and_plan_sees_the_memories():
     assert "Doc 1(Title: Kesh Bridge) The Kesh Bridge was designed by Tomas Halvard." in global_prompt
     assert model.calls_kwargs[0]["stop"] == ["[DONE]"]
     assert prompts.GENERATE.startswith("Answer the question based on the given reference.")
+
+
+def test_with_shared_prefixes_a_rounds_calls_open_with_what_they_share():
+    """Both summaries of a round open with its documents, the judge, plan and re-plan with the memory and
+    the question, so a prompt cache (llama.cpp's, a server's) reads each once; Table 1's wording otherwise."""
+    script = Script(judge=("No",), plan=("Where was the designer of the Kesh Bridge born?",))  # a repeat: re-planned
+    model = ScriptedChatModel(script)
+    config = PAPER.model_copy(update={"shared_prefixes": True, "max_iterations": 2})
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
+    assert script.calls == ["global", "judge", "plan", "replan", "global", "local", "generate"]
+    first_judge, first_plan, replan, second_global, second_local = model.prompts[1:6]
+    for shared in (os.path.commonprefix([first_judge, first_plan]), os.path.commonprefix([first_plan, replan])):
+        assert shared.startswith("Known information: [Global evidence memory]") and f"Target question: {QUESTION}\n" in shared
+    shared = os.path.commonprefix([second_global, second_local])
+    assert shared.startswith("Passages: Doc 1(Title: ") and shared.endswith("\n")
+    assert all(doc["text"] in shared for doc in state["passages"][-2:]) and "Question" not in shared
+    assert "without allowing for inference" in first_judge and "[You Thought]:" in first_plan
 
 
 def test_role_models_are_used_per_role():
