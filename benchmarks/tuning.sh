@@ -3,7 +3,9 @@
 # is reported). Each variant is one setting changed from the paper's behaviour, in a folder of its own
 # that starts from a copy of the baseline folder's LLM-call cache: the calls a variant shares with the
 # baseline (naive's, the rounds before the change) replay, and only what the change alters is paid for.
-# Usage: [POOL=20] [METHODS=naive,k2rag] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
+# FRESH=1 starts a variant with an empty cache instead, so every call is made and its seconds compare (a
+# change meant to save time).
+# Usage: [POOL=20] [METHODS=naive,k2rag] [FRESH=1] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
 #   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs the
 #   methods the --set items name. Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
 set -euo pipefail
@@ -18,7 +20,7 @@ if [[ $variant == baseline ]]; then
     methods=${METHODS:-naive,resp,hirag}
 else
     methods=naive,$(printf '%s\n' "$@" | sed -n 's/^--set=\{0,1\}//; s/^\([a-z0-9_]*\)\..*/\1/p' | sort -u | paste -sd,)
-    [[ -f $out/llm_calls.sqlite ]] || "$BIN/python" -c 'import sqlite3, sys
+    [[ -f $out/llm_calls.sqlite || ${FRESH:-0} == 1 ]] || "$BIN/python" -c 'import sqlite3, sys
 with sqlite3.connect(sys.argv[1]) as src, sqlite3.connect(sys.argv[2]) as dst:
     src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/baseline/llm_calls.sqlite" "$out/llm_calls.sqlite"
 fi
