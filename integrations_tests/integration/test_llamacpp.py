@@ -120,3 +120,30 @@ def test_prompt_lookup_decoding_runs_and_answers(li_llm):
     assert "Halvard" in reply
     facts = generate_json(drafting, f"List the facts and named entities of this passage as JSON.\n\n{PASSAGE}", Facts)
     assert facts is not None and facts.facts
+
+
+def test_a_prompt_reopening_an_earlier_one_after_other_calls_reads_only_its_new_tokens(li_llm, monkeypatch):
+    """Issue 40: on two cores reading the prompt is most of a call's time, and HiRAG's Decomposer dialogue and
+    few-shot prompts reopen what an earlier call read after other calls came between. The in-process model keeps
+    recent prompts' states (llama-cpp-python's ``LlamaRAMCache``): such a call reads only its new tokens, and replies
+    as a model without the cache does."""
+    import llama_cpp
+
+    from multihop_rag.serving.llamacpp import LlamaCppLLM, load_llama
+
+    def ask(llm: LlamaCppLLM, question: str) -> tuple[str, int]:
+        llama, _ = load_llama(llm.model_path, llm.context_window)
+        llama_cpp.llama_perf_context_reset(llama.ctx)
+        text = llm.complete(f"{PASSAGE * 8}\n\n{question}", max_tokens=16).text
+        return text, llama_cpp.llama_perf_context(llama.ctx).n_p_eval
+
+    ask(li_llm, "Who designed the Kesh Bridge? Answer with a name only.")
+    li_llm.complete("Name a colour.", max_tokens=16)
+    reply, read = ask(li_llm, "When was the Kesh Bridge completed? Answer with a year only.")
+    assert read < li_llm.count_tokens(PASSAGE * 8) / 4
+    monkeypatch.setenv("MULTIHOP_RAG_PROMPT_CACHE_MB", "0")
+    uncached = LlamaCppLLM(model_path=li_llm.model_path, context_window=4096)
+    ask(uncached, "Who designed the Kesh Bridge? Answer with a name only.")
+    uncached.complete("Name a colour.", max_tokens=16)
+    uncached_reply, uncached_read = ask(uncached, "When was the Kesh Bridge completed? Answer with a year only.")
+    assert uncached_read > li_llm.count_tokens(PASSAGE * 8) and reply == uncached_reply

@@ -54,14 +54,33 @@ DEFAULT_CONTEXT = 8192
 DEFAULT_MAX_TOKENS = 512
 
 
+PROMPT_CACHE_MB = 1024
+
+
 def _threads() -> int:
     return int(os.environ.get("MULTIHOP_RAG_THREADS") or os.cpu_count() or 2)
+
+
+def _keep_prompt_states(llama: Any) -> None:
+    """Keep recent prompts' states (llama-cpp-python's ``LlamaRAMCache``, ``MULTIHOP_RAG_PROMPT_CACHE_MB``, default
+    1,024; 0: off), so a call reopening an earlier prompt — a dialogue's next turn, a few-shot prompt's examples —
+    after other calls came between reads only its new tokens, as a server's prompt cache lets it. Without
+    ``logits_all`` the model keeps no logits per position (its sampler reads them from llama.cpp), so its
+    ``scores`` shrink to one row: a saved state is then its KV cells (~29 MB per 1,000 tokens of the 1.5B), not a
+    batch × vocabulary copy (311 MB, a second per call)."""
+    from llama_cpp import LlamaRAMCache
+
+    megabytes = int(os.environ.get("MULTIHOP_RAG_PROMPT_CACHE_MB", PROMPT_CACHE_MB))
+    if megabytes > 0:
+        llama.scores = np.zeros((1, llama.n_vocab()), dtype=np.single)
+        llama.set_cache(LlamaRAMCache(capacity_bytes=megabytes << 20))
 
 
 def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT, prompt_lookup: int = 0) -> tuple[Any, threading.Lock]:
     """The process-wide ``llama_cpp.Llama`` for this file, context size and ``prompt_lookup`` (tokens drafted per
     step by prompt-lookup speculative decoding, llama-cpp-python's ``LlamaPromptLookupDecoding``; 0: none), and its
-    lock. A drafting model keeps every position's logits (context × vocabulary floats: 5 GB for Qwen2.5 at 8k)."""
+    lock. A drafting model keeps every position's logits (context × vocabulary floats: 5 GB for Qwen2.5 at 8k); any
+    other keeps recent prompts' states (:func:`_keep_prompt_states`)."""
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -75,6 +94,8 @@ def load_llama(model_path: str | Path, n_ctx: int = DEFAULT_CONTEXT, prompt_look
                 model_path=key[0], n_ctx=n_ctx, n_threads=_threads(), n_batch=512, seed=0, verbose=False,
                 draft_model=draft, logits_all=draft is not None,
             )
+            if draft is None:
+                _keep_prompt_states(_MODELS[key])
             _LOCKS[key] = threading.Lock()
         return _MODELS[key], _LOCKS[key]
 
