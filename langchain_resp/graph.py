@@ -203,7 +203,7 @@ def resp_state_graph(
         summary, cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
         update: dict[str, Any] = {"global_memory": [_global_summary(summary)], "truncated": cut}
         if state["sub_question"] != state["question"]:
-            local_prompt = prompts.LOCAL_PATHWAY_DOCUMENTS_FIRST if settings.shared_prefixes else prompts.LOCAL_PATHWAY
+            local_prompt = prompts.LOCAL_PATHWAY_DOCUMENTS_FIRST if settings.shared_prefixes != "off" else prompts.LOCAL_PATHWAY
             prompt = local_prompt.format(sub_question=state["sub_question"], docs=docs)
             local, local_cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap)))
             update["local_memory"] = [{"sub_question": state["sub_question"], "answer": _local_answer(local)}]
@@ -220,7 +220,7 @@ def resp_state_graph(
         settings, stats = run_settings(default), StructuredStats()
         threshold = settings.judge_threshold
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        prompt = (prompts.JUDGE_MEMORY_FIRST if settings.shared_prefixes else prompts.JUDGE).format(question=state["question"], memory=memory)
+        prompt = (prompts.JUDGE_MEMORY_FIRST if settings.shared_prefixes == "all" else prompts.JUDGE).format(question=state["question"], memory=memory)
         if threshold is not None:
             p_yes = yield from label_probability_dialogue(models["reasoner"], prompt)
             if p_yes is not None:
@@ -234,7 +234,7 @@ def resp_state_graph(
     def plan(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        ask = (prompts.PLAN_MEMORY_FIRST if settings.shared_prefixes else prompts.PLAN).format(memory=memory, question=state["question"])
+        ask = (prompts.PLAN_MEMORY_FIRST if settings.shared_prefixes == "all" else prompts.PLAN).format(memory=memory, question=state["question"])
         reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens)
         thought = sub_question_of(reply)
         earlier = [state["question"], *state.get("sub_questions", [])]

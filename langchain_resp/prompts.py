@@ -34,7 +34,7 @@ JUDGE_MEMORY_FIRST = (
     'If you can, please reply with "Yes" directly; if you cannot and need more information, '
     'please reply with "No" directly.'
 )
-"""Ours (``shared_prefixes``): :data:`JUDGE` opening with the memory and the question, as :data:`PLAN_MEMORY_FIRST`
+"""Ours (``shared_prefixes="all"``): :data:`JUDGE` opening with the memory and the question, as :data:`PLAN_MEMORY_FIRST`
 and :data:`REPLAN` do."""
 
 PLAN_MEMORY_FIRST = (
@@ -46,7 +46,7 @@ PLAN_MEMORY_FIRST = (
     "question for next retrieval step directly. DON'T generate the whole thoughts at once!\n "
     "DON'T generate thought which has been retrieved.\n[You Thought]:"
 )
-"""Ours (``shared_prefixes``): :data:`PLAN` opening with the memory and the question."""
+"""Ours (``shared_prefixes="all"``): :data:`PLAN` opening with the memory and the question."""
 
 GLOBAL_EVIDENCE = (
     "Passages: {docs}\n"
@@ -74,7 +74,7 @@ LOCAL_PATHWAY_DOCUMENTS_FIRST = (
     'If yes, please reply with "Yes", followed by an accurate response to the question {sub_question}, '
     'without restating the question; if no, please reply with "No" directly.'
 )
-"""Ours (``shared_prefixes``): :data:`LOCAL_PATHWAY` opening with the documents, as :data:`GLOBAL_EVIDENCE` does."""
+"""Ours (``shared_prefixes="documents"`` or ``"all"``): :data:`LOCAL_PATHWAY` opening with the documents, as :data:`GLOBAL_EVIDENCE` does."""
 
 GENERATE = (
     "Answer the question based on the given reference.\n"

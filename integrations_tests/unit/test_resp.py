@@ -261,7 +261,7 @@ def test_with_shared_prefixes_a_rounds_calls_open_with_what_they_share():
     the question, so a prompt cache (llama.cpp's, a server's) reads each once; Table 1's wording otherwise."""
     script = Script(judge=("No",), plan=("Where was the designer of the Kesh Bridge born?",))  # a repeat: re-planned
     model = ScriptedChatModel(script)
-    config = PAPER.model_copy(update={"shared_prefixes": True, "max_iterations": 2})
+    config = PAPER.model_copy(update={"shared_prefixes": "all", "max_iterations": 2})
     state = build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
     assert script.calls == ["global", "judge", "plan", "replan", "global", "local", "generate"]
     first_judge, first_plan, replan, second_global, second_local = model.prompts[1:6]
@@ -271,6 +271,18 @@ def test_with_shared_prefixes_a_rounds_calls_open_with_what_they_share():
     assert shared.startswith("Passages: Doc 1(Title: ") and shared.endswith("\n")
     assert all(doc["text"] in shared for doc in state["passages"][-2:]) and "Question" not in shared
     assert "without allowing for inference" in first_judge and "[You Thought]:" in first_plan
+
+
+def test_with_shared_documents_only_the_local_summary_is_reordered():
+    script = Script(judge=("No",), plan=("Who is Tomas Halvard?",))
+    model = ScriptedChatModel(script)
+    config = PAPER.model_copy(update={"shared_prefixes": "documents", "max_iterations": 2})
+    build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
+    assert script.calls == ["global", "judge", "plan", "global", "local", "generate"]
+    judge, plan, second_global, second_local = model.prompts[1:5]
+    assert judge.startswith("Judging based solely") and plan.startswith("You serve as an intelligent assistant")
+    assert os.path.commonprefix([second_global, second_local]).startswith("Passages: Doc 1(Title: ")
+    assert second_local.index("Tomas Halvard was born in Dunmere.") < second_local.index("Who is Tomas Halvard?")
 
 
 def test_role_models_are_used_per_role():
