@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
@@ -92,6 +92,20 @@ def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[s
         out.append(doc)
         used += cost
     return out
+
+
+class _Prompts(NamedTuple):
+    local: str
+    judge: str
+    plan: str
+
+
+_PROMPT_ORDERS = {
+    "off": _Prompts(prompts.LOCAL_PATHWAY, prompts.JUDGE, prompts.PLAN),
+    "documents": _Prompts(prompts.LOCAL_PATHWAY_DOCUMENTS_FIRST, prompts.JUDGE, prompts.PLAN),
+    "all": _Prompts(prompts.LOCAL_PATHWAY_DOCUMENTS_FIRST, prompts.JUDGE_MEMORY_FIRST, prompts.PLAN_MEMORY_FIRST),
+}
+"""The Local Pathway, Judge and Plan prompts of each ``shared_prefixes`` setting."""
 
 
 def _format_docs(docs: Sequence[dict[str, str]]) -> str:
@@ -203,8 +217,7 @@ def resp_state_graph(
         summary, cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
         update: dict[str, Any] = {"global_memory": [_global_summary(summary)], "truncated": cut}
         if state["sub_question"] != state["question"]:
-            local_prompt = prompts.LOCAL_PATHWAY_DOCUMENTS_FIRST if settings.shared_prefixes != "off" else prompts.LOCAL_PATHWAY
-            prompt = local_prompt.format(sub_question=state["sub_question"], docs=docs)
+            prompt = _PROMPT_ORDERS[settings.shared_prefixes].local.format(sub_question=state["sub_question"], docs=docs)
             local, local_cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap)))
             update["local_memory"] = [{"sub_question": state["sub_question"], "answer": _local_answer(local)}]
             update["truncated"] += local_cut
@@ -220,7 +233,7 @@ def resp_state_graph(
         settings, stats = run_settings(default), StructuredStats()
         threshold = settings.judge_threshold
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        prompt = (prompts.JUDGE_MEMORY_FIRST if settings.shared_prefixes == "all" else prompts.JUDGE).format(question=state["question"], memory=memory)
+        prompt = _PROMPT_ORDERS[settings.shared_prefixes].judge.format(question=state["question"], memory=memory)
         if threshold is not None:
             p_yes = yield from label_probability_dialogue(models["reasoner"], prompt)
             if p_yes is not None:
@@ -234,7 +247,7 @@ def resp_state_graph(
     def plan(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        ask = (prompts.PLAN_MEMORY_FIRST if settings.shared_prefixes == "all" else prompts.PLAN).format(memory=memory, question=state["question"])
+        ask = _PROMPT_ORDERS[settings.shared_prefixes].plan.format(memory=memory, question=state["question"])
         reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens)
         thought = sub_question_of(reply)
         earlier = [state["question"], *state.get("sub_questions", [])]
