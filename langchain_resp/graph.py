@@ -13,7 +13,8 @@ Algorithm 1 of the paper, node by node::
   sub-question is the overarching question itself.
 - ``summarize``: the dual-function summarizer (§4.1): a query-focused summary for the overarching
   question goes to the global evidence memory; from round two on, an answer to the current
-  sub-question (or "No") goes, with the sub-question, to the local pathway memory.
+  sub-question (or "No") goes, with the sub-question, to the local pathway memory. With
+  ``reread_documents=False`` (ours) both read only the documents no earlier round retrieved.
 - ``judge``: can the combined memory answer the question? A constrained Yes/No; an unreadable
   answer counts as No and is counted in ``judge_failures``. Asked from round ``min_iterations`` on
   (ours; 1, the paper's, asks after every round). With ``judge_threshold`` (ours), Yes means P(Yes)
@@ -111,6 +112,12 @@ _PROMPT_ORDERS = {
 def _format_docs(docs: Sequence[dict[str, str]]) -> str:
     # FlashRAG's document format, which the ReSP experiments use (§5.1).
     return "\n".join(f"Doc {i}(Title: {d['title']}) {d['text']}" for i, d in enumerate(docs, 1))
+
+
+def _unread(documents: Sequence[dict[str, str]], passages: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """This round's ``documents`` that no earlier round retrieved (``passages``: every round's, this one's last)."""
+    read = {doc.get("id") or doc["text"] for doc in passages[: len(passages) - len(documents)]}
+    return [doc for doc in documents if (doc.get("id") or doc["text"]) not in read]
 
 
 def _doc_record(doc: Document) -> dict[str, str]:
@@ -212,10 +219,13 @@ def resp_state_graph(
     def summarize(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         cap = settings.max_output_tokens
-        docs = _format_docs(state["documents"])
-        prompt = prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"])
-        summary, cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
-        update: dict[str, Any] = {"global_memory": [_global_summary(summary)], "truncated": cut}
+        new = state["documents"] if settings.reread_documents else _unread(state["documents"], state["passages"])
+        docs = _format_docs(new or state["documents"])
+        update: dict[str, Any] = {"truncated": 0}
+        if new:
+            prompt = prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"])
+            summary, update["truncated"] = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
+            update["global_memory"] = [_global_summary(summary)]
         if state["sub_question"] != state["question"]:
             prompt = _PROMPT_ORDERS[settings.shared_prefixes].local.format(sub_question=state["sub_question"], docs=docs)
             local, local_cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap)))

@@ -285,6 +285,36 @@ def test_with_shared_documents_only_the_local_summary_is_reordered():
     assert second_local.index("Tomas Halvard was born in Dunmere.") < second_local.index("Who is Tomas Halvard?")
 
 
+def test_without_rereading_a_later_round_summarizes_only_documents_no_earlier_round_read():
+    """Round 2 retrieves Dunmere and Halvard; Halvard was read in round 1, so both summaries read Dunmere only."""
+    script = Script(judge=("No",), plan=("Where is Dunmere?",))
+    model = ScriptedChatModel(script)
+    config = PAPER.model_copy(update={"reread_documents": False, "max_iterations": 2})
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
+    assert script.calls == ["global", "judge", "plan", "global", "local", "generate"]
+    second_global, second_local = model.prompts[3:5]
+    for prompt in (second_global, second_local):
+        assert "Dunmere is a port" in prompt and "Tomas Halvard was born in Dunmere." not in prompt
+    assert state["retrieved"] == [["kesh", "halvard"], ["dunmere", "halvard"]]  # the trace keeps what was retrieved
+
+
+def test_without_rereading_a_round_with_nothing_new_adds_no_summary_and_answers_its_sub_question_from_its_documents():
+    script = Script(judge=("No",), plan=("Who is Tomas Halvard?",))
+    model = ScriptedChatModel(script)
+    config = PAPER.model_copy(update={"reread_documents": False, "max_iterations": 2})
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
+    assert script.calls == ["global", "judge", "plan", "local", "generate"]
+    assert len(state["global_memory"]) == 1 and state["local_memory"][0]["answer"] == "Tomas Halvard."
+    assert "Tomas Halvard was born in Dunmere." in model.prompts[3]
+
+
+def test_by_default_every_round_summarizes_all_its_documents_as_the_paper():
+    script = Script(judge=("No",), plan=("Where is Dunmere?",))
+    model = ScriptedChatModel(script)
+    build_resp_graph(model, retriever(), config=PAPER.model_copy(update={"max_iterations": 2})).invoke({"question": QUESTION})
+    assert "Tomas Halvard was born in Dunmere." in model.prompts[3]
+
+
 def test_role_models_are_used_per_role():
     calls = {"reasoner": [], "summarizer": [], "generator": []}
 
