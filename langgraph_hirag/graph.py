@@ -119,7 +119,7 @@ def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
 
 def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
     messages: list[BaseMessage] = [
-        SystemMessage(prompts.DECOMPOSER.format(question=question)),
+        SystemMessage(prompts.DECOMPOSER),
         HumanMessage(prompts.DECOMPOSE_START.format(question=question)),
     ]
     for q, a in zip(sub_questions, sub_answers, strict=True):

@@ -656,6 +656,25 @@ async def test_ainvoke_calls_the_models_async_methods(corpus):
     assert state["answer"] == "Dunmere" and set(model.modes) == {"async"}
 
 
+def test_the_decomposers_system_prompt_is_the_same_for_every_question(corpus):
+    """Issue 40: with the question in its system prompt, every question read the Decomposer's ~450-token
+    instructions and examples anew (7.7 s of the 1.5B's 29 s a question); without it, a prompt cache (llama.cpp's,
+    a server's) reads them once. The question is the first user turn's."""
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "That's enough.", "Where is Dunmere?", "That's enough."],
+                    entities={"Who designed the Kesh Bridge?": "Kesh Bridge", "Where is Dunmere?": "Dunmere"},
+                    facts={"Who designed the Kesh Bridge?": ("designed by", "Tomas Halvard designed it."),
+                           "Where is Dunmere?": ("port town", "Dunmere is on the Sable River.")})
+    graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(th1=2, min_subquestions=1))
+    questions = (QUESTION, "Where is Dunmere?")
+    for question in questions:
+        graph.invoke({"question": question})
+    first, second = (p for p in script.prompts["decompose"] if p.endswith(tuple(f"question: {q}" for q in questions)))
+    opening = first.split("Let's break down this complex question:")[0]
+    assert opening == second.split("Let's break down this complex question:")[0]
+    assert opening.startswith("## Background") and QUESTION not in opening and "Dunmere" not in opening
+    assert first.endswith(f"Let's break down this complex question: {QUESTION}")
+
+
 def test_a_runs_context_overrides_the_graphs_settings(corpus):
     graph = build_hirag_graph(ScriptedChatModel(Script()), corpus, config=HiRAGConfig(th1=2))
     state = graph.invoke({"question": QUESTION}, context={"max_subquestions": 1})
