@@ -100,15 +100,15 @@ def test_the_judge_is_first_asked_after_min_iterations_rounds():
 
 
 def test_with_a_judge_threshold_yes_needs_that_probability_from_the_logprobs():
-    """Issue 40: the greedy Yes stops 81 of 100 runs after round 1; P(Yes) against a threshold (by default
-    0.8, set on the 2Wiki tuning questions) is stricter."""
+    """Issue 40: the greedy Yes (constrained to {"answer": ...}) stops 81 of 100 runs after round 1; P(Yes) from the
+    first free token against a threshold decides instead (0.5 by default, set on the 2Wiki tuning questions)."""
     import math
 
     unsure = ("Yes", "stop", {"Yes": math.log(0.6), "No": math.log(0.3), "The": math.log(0.1)})
     sure = ("Yes", "stop", {"Yes": math.log(0.95), "No": math.log(0.05)})
     script = Script(judge=(unsure, sure))
     model = ScriptedChatModel(script)
-    state = build_resp_graph(model, retriever()).invoke({"question": QUESTION})
+    state = build_resp_graph(model, retriever(), config=ReSPConfig(judge_threshold=0.8)).invoke({"question": QUESTION})
     assert script.calls == ["global", "judge", "plan", "global", "local", "judge", "generate"]
     assert state["judge_probabilities"] == [round(0.6 / 0.9, 4), 0.95] and state["stop_reason"] == "sufficient"
     judge_calls = [kw for prompt, kw in zip(model.prompts, model.calls_kwargs, strict=True) if "able to completely and accurately respond" in prompt]
@@ -116,6 +116,11 @@ def test_with_a_judge_threshold_yes_needs_that_probability_from_the_logprobs():
 
     paper = Script(judge=(unsure,))
     assert run(paper)["stop_reason"] == "sufficient" and paper.calls.count("judge") == 1  # the reply's Yes
+
+    doubtful = ("No", "stop", {"No": math.log(0.55), "Yes": math.log(0.45)})
+    default = Script(judge=(doubtful, unsure))
+    state = build_resp_graph(ScriptedChatModel(default), retriever()).invoke({"question": QUESTION})
+    assert state["judge_probabilities"] == [0.45, round(0.6 / 0.9, 4)] and state["iterations"] == 2
 
 
 def test_a_judge_threshold_without_logprobs_falls_back_to_the_reply():
