@@ -1,11 +1,11 @@
 """Where a method's seconds go, call by call, on the in-process llama.cpp model.
 
 Runs ``multihop-rag`` with every chat completion of the embedded model timed and written as one JSON line to
-``--out``: seconds, prompt tokens, tokens llama.cpp actually read (fewer when a prompt reopens one whose state
+``--timeline``: seconds, prompt tokens, tokens llama.cpp actually read (fewer when a prompt reopens one whose state
 it holds: the prompt-state cache), tokens generated, and the openings of the prompt and the reply. Give ``eval``
 a fresh ``--out`` folder, so no call replays from its call cache.
 
-Usage: python benchmarks/call_timeline.py --out timeline.jsonl eval --dataset 2wikimultihopqa --split dev \\
+Usage: python benchmarks/call_timeline.py --timeline timeline.jsonl eval --dataset 2wikimultihopqa --split dev \\
     --start 100 --limit 2 --methods naive,resp --llm llamacpp:default --embed st:default --out /tmp/timeline-run
 """
 
@@ -46,10 +46,10 @@ def timed(log: TextIO) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="JSON lines, one per LLM call")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    parser.add_argument("--timeline", required=True, help="JSON lines, one per LLM call")
     args, rest = parser.parse_known_args()
-    with open(args.out, "a") as log:
+    with open(args.timeline, "a") as log:
         timed(log)
         return cli(rest)
 
