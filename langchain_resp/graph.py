@@ -76,6 +76,11 @@ def combined_memory(global_memory: Sequence[str], local_memory: Sequence[LocalMe
     return "\n".join(parts) if parts else "None"
 
 
+def _doc_key(doc: Mapping[str, str]) -> str:
+    """What makes a retrieved document the same as another: its id, else its text."""
+    return doc.get("id") or doc["text"]
+
+
 def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
     """The documents the generator reads: each once (by id, else by text), round by round in rank
     order, whole, as long as they fit ``budget`` tokens together (the first that does not ends the list)."""
@@ -83,7 +88,7 @@ def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[s
     out: list[dict[str, str]] = []
     used = 0
     for doc in passages:
-        key = doc.get("id") or doc["text"]
+        key = _doc_key(doc)
         if key in seen:
             continue
         seen.add(key)
@@ -116,8 +121,8 @@ def _format_docs(docs: Sequence[dict[str, str]]) -> str:
 
 def _unread(documents: Sequence[dict[str, str]], passages: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     """This round's ``documents`` that no earlier round retrieved (``passages``: every round's, this one's last)."""
-    read = {doc.get("id") or doc["text"] for doc in passages[: len(passages) - len(documents)]}
-    return [doc for doc in documents if (doc.get("id") or doc["text"]) not in read]
+    read = {_doc_key(doc) for doc in passages[: len(passages) - len(documents)]}
+    return [doc for doc in documents if _doc_key(doc) not in read]
 
 
 def _doc_record(doc: Document) -> dict[str, str]:
