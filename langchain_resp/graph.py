@@ -26,7 +26,8 @@ Algorithm 1 of the paper, node by node::
   for "What is known about <it>?" (``prompts.REPLAN``, ours). Only a second repeat — no name, or
   one already looked up — ends the loop (``stop_reason = "repeated_sub_question"``). The paper has no
   repeat rule: its loop runs until the judge says Yes or the bound; small models that plan the
-  question again would retrieve the same documents every round.
+  question again would retrieve the same documents every round. A reply that asks nothing (the
+  planner stating what it knows, :func:`sub_question_of`) is re-planned the same way.
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
   paper's memory-only generator), the documents every round retrieved, each once, in rank order.
 
@@ -52,12 +53,19 @@ from langgraph.types import Checkpointer, Overwrite
 from langchain_resp import prompts
 from langchain_resp.config import ReSPConfig
 from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
-from multihop_rag.frameworks.langgraph import dialogue_node, repeated, run_settings
-from multihop_rag.indexing.text import complete_sentences, count_tokens
+from multihop_rag.frameworks.langgraph import (
+    dialogue_node,
+    doc_key,
+    format_documents,
+    reading_list,
+    repeated,
+    run_settings,
+)
+from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 
-__all__ = ["ROLES", "combined_memory", "reading_list", "resp_state_graph", "build_resp_graph"]
+__all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
 
 ROLES = ("reasoner", "summarizer", "generator")
 """The three LLM roles of §6.2; the builders take one model or a dict by role."""
@@ -76,30 +84,6 @@ def combined_memory(global_memory: Sequence[str], local_memory: Sequence[LocalMe
     return "\n".join(parts) if parts else "None"
 
 
-def _doc_key(doc: Mapping[str, str]) -> str:
-    """What makes a retrieved document the same as another: its id, else its text."""
-    return doc.get("id") or doc["text"]
-
-
-def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
-    """The documents the generator reads: each once (by id, else by text), round by round in rank
-    order, whole, as long as they fit ``budget`` tokens together (the first that does not ends the list)."""
-    seen: set[str] = set()
-    out: list[dict[str, str]] = []
-    used = 0
-    for doc in passages:
-        key = _doc_key(doc)
-        if key in seen:
-            continue
-        seen.add(key)
-        cost = count_tokens(f"Doc {len(out) + 1}(Title: {doc['title']}) {doc['text']}")
-        if used + cost > budget:
-            break
-        out.append(doc)
-        used += cost
-    return out
-
-
 class _Prompts(NamedTuple):
     local: str
     judge: str
@@ -114,15 +98,10 @@ _PROMPT_ORDERS = {
 """The Local Pathway, Judge and Plan prompts of each ``shared_prefixes`` setting."""
 
 
-def _format_docs(docs: Sequence[dict[str, str]]) -> str:
-    # FlashRAG's document format, which the ReSP experiments use (§5.1).
-    return "\n".join(f"Doc {i}(Title: {d['title']}) {d['text']}" for i, d in enumerate(docs, 1))
-
-
 def _unread(documents: Sequence[dict[str, str]], passages: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     """This round's ``documents`` that no earlier round retrieved (``passages``: every round's, this one's last)."""
-    read = {_doc_key(doc) for doc in passages[: len(passages) - len(documents)]}
-    return [doc for doc in documents if _doc_key(doc) not in read]
+    read = {doc_key(doc) for doc in passages[: len(passages) - len(documents)]}
+    return [doc for doc in documents if doc_key(doc) not in read]
 
 
 def _doc_record(doc: Document) -> dict[str, str]:
@@ -153,13 +132,27 @@ def _global_summary(text: str) -> str:
 _THOUGHT_PREFIX = re.compile(r"^\W*(\[?you(r)? thought\]?|thought|sub-?question|question)\s*:\s*", re.IGNORECASE)
 
 
+_QUESTION_START = re.compile(
+    r"^((who|whom|whose|what|which|when|where|why|how|is|are|was|were|do|does|did|can|could|has|have|had)\b"
+    r"|(in|on|at|from|for|to|of|by|with|after|before|during)\s+(which|what|whom|whose|how)\b)",
+    re.IGNORECASE,
+)
+
+
+def _is_question(line: str) -> bool:
+    return line.endswith("?") or bool(_QUESTION_START.match(line))
+
+
 def sub_question_of(reply: Reply) -> str:
-    """The planned sub-question: the reply's first line without a "Thought:"-like prefix. A reply
-    cut at the token cap on its first line holds no whole question: ""."""
+    """The planned sub-question: the reply's first line that asks something (ends in "?" or opens
+    like a question), without a "Thought:"-like prefix. A reply that asks nothing ("Based on the
+    information provided, X died in 1758."), or whose only line was cut at the token cap, holds no
+    sub-question: ""."""
     lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
-    if not lines or (reply.truncated and len(lines) == 1):
-        return ""
-    return _THOUGHT_PREFIX.sub("", lines[0]).strip().strip('"').strip()
+    if reply.truncated and lines:
+        lines.pop()  # the cut line
+    asked = (_THOUGHT_PREFIX.sub("", line).strip().strip('"').strip() for line in lines)
+    return next((line for line in asked if _is_question(line)), "")
 
 
 _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
@@ -225,7 +218,7 @@ def resp_state_graph(
         settings = run_settings(default)
         cap = settings.max_output_tokens
         new = state["documents"] if settings.reread_documents else _unread(state["documents"], state["passages"])
-        docs = _format_docs(new or state["documents"])
+        docs = format_documents(new or state["documents"])
         update: dict[str, Any] = {"truncated": 0}
         if new:
             prompt = prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"])
@@ -286,7 +279,7 @@ def resp_state_graph(
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         docs = reading_list(state.get("passages", []), settings.reader_tokens)
         if docs:
-            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=_format_docs(docs), question=state["question"])
+            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
         else:
             prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)

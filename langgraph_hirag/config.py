@@ -59,6 +59,12 @@ class HiRAGConfig(BaseModel):
         "nor in the question is replaced by that line (ours; False: the extraction's reply as it is, as the authors' "
         "keyword extraction for EM takes it). On the demo the 1.5B extracted \"London\" from \"Dunmere, Astrelia\"."
     )
+    reader_tokens: int = Field(
+        0, ge=0, description="The Summarizer also reads, within this many tokens, the chunks the sub-answers were "
+        "found in (in their order) and then the question's own nearest chunks (dense search over the corpus), each "
+        "once. 0: the sub-answers alone, as eq. (2) has it. Ours: the 1.5B's sub-answers are one sentence each, and "
+        "the retrieval of a restated or wrong sub-question leaves the Summarizer with nothing to correct it from."
+    )
     max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")
 
     @model_validator(mode="after")

@@ -48,7 +48,8 @@ Algorithm 1 (Appendix A.2), node by node::
   search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
   found are the sub-answer's evidence (``rewrite_hits``).
 - ``summarize`` (eq. 2): the final answer from the question and all sub-answers, then a short
-  keyword answer extracted from it (as the authors' pipeline does for EM).
+  keyword answer extracted from it (as the authors' pipeline does for EM). With ``reader_tokens``
+  (ours) it also reads the chunks the sub-answers came from and the question's nearest chunks.
 
 An answer equal to a few-shot example's answer (``prompts.EXAMPLE_ANSWERS``: made-up entities in
 no corpus, so never right) is recorded in ``copied_examples`` and asked again once with a note; a
@@ -66,6 +67,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
@@ -87,8 +89,8 @@ from langgraph_hirag.replies import (
 )
 from langgraph_hirag.retrieval import RetrievalNodes, sub_question_reset
 from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
-from multihop_rag.frameworks.langgraph import dialogue_node, run_settings, word_overlap
-from multihop_rag.llm.calls import Call, Dialogue
+from multihop_rag.frameworks.langgraph import dialogue_node, format_documents, reading_list, run_settings, word_overlap
+from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import normalize_answer
 
 __all__ = [
@@ -115,6 +117,27 @@ def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
             shown.add(knowledge)
             lines.append("   Found in: " + " ".join(knowledge.split()))
     return "\n".join(lines)
+
+
+_READER_DEPTH = 20
+"""The question's nearest chunks searched for the Summarizer's reading list (``reader_tokens`` decides how many it reads)."""
+
+
+def _chunk_record(doc: Document) -> dict[str, str]:
+    return {"id": str(doc.id or ""), "title": str(doc.metadata.get("title", "")), "text": " ".join(doc.page_content.split())}
+
+
+def _found_in(entries: Sequence[SubQuestionTrace]) -> list[dict[str, str]]:
+    """The chunks the sub-answers were read from, in order: the verified attempt's chunk (with its document's
+    profile, as the Filter read it) or the rewrite's hits."""
+    found = []
+    for entry in entries:
+        verified = [a for a in entry["attempts"] if a["verified"]]
+        if entry["source"] == "retrieval" and verified:
+            found.append({"id": verified[-1]["chunk_id"], "title": verified[-1]["title"], "text": " ".join(entry["knowledge"].split())})
+        elif entry["source"] == "rewrite":
+            found.append({"id": ",".join(entry["rewrite_hits"]), "title": "", "text": " ".join(entry["knowledge"].split())})
+    return found
 
 
 def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
@@ -146,6 +169,7 @@ def _per_question_reset() -> dict[str, Any]:
         "first_question": "decomposer",
         "reasoning": "",
         "answer": "",
+        "summary_reads": [],
         **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples", "invented_answers")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
@@ -220,11 +244,18 @@ def hirag_state_graph(
         entries = state.get("trace", [])
         if not settings.answer_without_evidence and not any(e["answer"] for e in entries):
             return {"reasoning": "No sub-question was answered from the corpus.", "answer": "unknown"}
+        docs: list[dict[str, str]] = []
+        if settings.reader_tokens:
+            hits: list[Document] = yield Effect(
+                lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
+            )
+            docs = reading_list([*_found_in(entries), *map(_chunk_record, hits)], settings.reader_tokens)
         if settings.summarize_reads_evidence:
-            prompt = prompts.SUMMARIZE_WITH_EVIDENCE.format(question=state["question"], known=evidence_notes(entries))
+            known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
         else:
-            known = " ".join(a for a in state.get("sub_answers", []) if a) or "None"
-            prompt = prompts.SUMMARIZE.format(question=state["question"], known=known)
+            known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
+        template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
+        prompt = template.format(question=state["question"], known=known, docs=format_documents(docs))
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
         concluded = final_line(reasoning) or reasoning.text
         extract = prompts.EXTRACT_ANSWER.format(response=concluded, question=state["question"])
@@ -243,6 +274,7 @@ def hirag_state_graph(
         return {
             "reasoning": reasoning.text.strip(),
             "answer": answer,
+            "summary_reads": [i for d in docs for i in d["id"].split(",") if i],
             "llm_calls": calls,
             "truncated": int(reasoning.truncated) + int(reply.truncated),
             "copied_examples": flagged,

@@ -61,18 +61,19 @@ class HiRAGIndex:
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
         started = time.perf_counter()
         state = stream_run(self.graph, {"question": question}, trace, trace_event)
-        evidence = self._evidence(state.get("trace", []))
+        evidence = self._evidence(state.get("trace", []), state.get("summary_reads", []))
         info = {k: state.get(k) for k in ("stop_reason", "first_question", "copied_examples", "invented_answers", "truncated", "llm_calls", "sub_questions", "sub_answers")}
         info["limit_hit"] = state.get("stop_reason") == "max_subquestions"
         info["copied_example"] = bool(state.get("copied_examples")) or copies_example(state.get("answer", ""))
         info["attempts"] = sum(len(t["attempts"]) + (t["source"] == "rewrite") for t in state.get("trace", []))
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
 
-    def _evidence(self, trace: Sequence[dict[str, Any]]) -> list[Evidence]:
-        """The chunks every sub-question's attempts and rewrites read, in that order, each once; before a
-        document's first attempted chunk, its profile (with ``use_profiles`` the Filter reads it, eq. 3)."""
+    def _evidence(self, trace: Sequence[dict[str, Any]], summary_reads: Sequence[str]) -> list[Evidence]:
+        """The chunks every sub-question's attempts and rewrites read, in that order, then those the Summarizer
+        read (``reader_tokens``), each once; before a document's first attempted chunk, its profile (with
+        ``use_profiles`` the Filter reads it, eq. 3)."""
         tried = [[a["chunk_id"] for a in t["attempts"] if a.get("chunk_id")] + t["rewrite_hits"] for t in trace]
-        ids = list(dict.fromkeys(i for chunk_ids in tried for i in chunk_ids))
+        ids = list(dict.fromkeys([*(i for chunk_ids in tried for i in chunk_ids), *summary_reads]))
         found = {str(d.id): d for d in self.corpus.vector_store.get_by_ids(ids)} if ids else {}
         attempted = {a["chunk_id"] for t in trace for a in t["attempts"] if a.get("chunk_id")}
         evidence: list[Evidence] = []

@@ -182,6 +182,17 @@ Analysis:"""
 """Ours (``summarize_reads_evidence``): the Summarizer reads each sub-question with its sub-answer and the
 chunks it was found in, where eq. (2) gives it the sub-answers alone."""
 
+SUMMARIZE_WITH_DOCUMENTS = """Answer the question with the known information. First analyse the question and the known information step by step, then give the answer on a last line that starts with "Answer:".
+
+Documents:
+{docs}
+
+Question: {question}
+Known information: {known}
+Analysis:"""
+"""Ours (``reader_tokens``): :data:`SUMMARIZE` with the chunks the sub-answers were found in and the question's
+own nearest chunks before the question."""
+
 RESTATED_QUESTION_AGAIN = (
     "That repeats the whole question. Ask a simpler question about one person, place or thing it names, "
     "whose answer helps to answer it."

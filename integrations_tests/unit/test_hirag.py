@@ -27,6 +27,7 @@ from langgraph_hirag import (
 from langgraph_hirag.retrieval import fallback_draw, tied_titles
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
+from multihop_rag.indexing.text import count_tokens
 
 QUESTION = "Where was the designer of the Kesh Bridge born?"
 
@@ -771,7 +772,7 @@ def test_update_reindexes_only_changed_titles(tmp_path):
 def test_the_paper_defaults_keep_eq_6_and_eq_2_as_they_were():
     config = HiRAGConfig()
     assert (config.verify_reads_chunk, config.summarize_reads_evidence, config.ask_again_if_restated) == (False, False, False)
-    assert config.answer_without_evidence and config.rewrite_top_k == 1
+    assert config.answer_without_evidence and config.rewrite_top_k == 1 and config.reader_tokens == 0
 
 
 def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold(corpus):
@@ -805,6 +806,24 @@ def test_the_summarizer_reads_pairs_and_the_chunks_they_came_from(corpus):
     plain = Script()
     run(corpus, plain, th1=2)
     assert "opened in 1871" not in plain.prompts["summarize"][0]
+
+
+def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_reader_tokens(corpus):
+    script = Script()
+    state = run(corpus, script, th1=2, reader_tokens=80)
+    prompt = script.prompts["summarize"][0]
+    listed = prompt.split("Documents:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
+    # what the sub-questions were answered from first, in their order, then the question's nearest chunks
+    assert "designed by Tomas Halvard and opened in 1871" in listed[0] and "born in Dunmere in 1820" in listed[1]
+    assert listed[0].startswith("Doc 1(Title: Kesh Bridge)") and len(listed) > 2
+    assert sum("born in Dunmere in 1820" in line for line in listed) == 1  # each chunk once
+    assert count_tokens("\n".join(listed)) <= 80
+    assert "Known information: The Kesh Bridge was designed by Tomas Halvard." in prompt
+    assert len(state["summary_reads"]) == len(listed)
+    # reader_tokens=0 is eq. (2): the sub-answers alone
+    plain = Script()
+    run(corpus, plain, th1=2)
+    assert "Documents:" not in plain.prompts["summarize"][0]
 
 
 def test_a_restated_first_sub_question_is_asked_again_once(corpus):

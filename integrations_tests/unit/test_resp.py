@@ -180,6 +180,28 @@ def test_a_plan_cut_at_the_token_cap_is_no_sub_question():
     assert state["sub_questions"] == ["What is known about Tomas Halvard?"] and state["replans"] == 1
 
 
+def test_a_plan_that_states_instead_of_asking_is_replanned():
+    """On 2Wiki dev 101–140 the 1.5B planner answered instead of asking in 3 of 28 sub-questions
+    ("Based on the information provided ... George Cochrane's father died in 1758."); retrieved as
+    they stood, they looked up the known information again. A reply with no question is re-planned."""
+    plan = ("Based on the information provided, the Kesh Bridge was designed by Tomas Halvard.",)
+    script = Script(judge=("No", "Yes"), plan=plan, names=("Tomas Halvard",))
+    state = run(script)
+    assert state["sub_questions"] == ["What is known about Tomas Halvard?"] and state["replans"] == 1
+
+
+def test_a_plan_with_a_preamble_line_asks_the_question_below_it():
+    plan = ("Based on the information provided, I would generate the following thought for the next retrieval step:\n"
+            "Where was Tomas Halvard born?",)
+    state = run(Script(judge=("No", "Yes"), plan=plan))
+    assert state["sub_questions"] == ["Where was Tomas Halvard born?"] and state["replans"] == 0
+
+
+def test_a_question_without_its_question_mark_is_still_a_question():
+    state = run(Script(judge=("No", "Yes"), plan=("In which town was Tomas Halvard born",)))
+    assert state["sub_questions"] == ["In which town was Tomas Halvard born"] and state["replans"] == 0
+
+
 def test_a_reused_thread_answers_each_question_afresh():
     """Issue 21: on a reused thread_id the second question retrieved with the first one's
     sub-question, inherited iterations=2 and went straight to generate."""
@@ -389,7 +411,7 @@ def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_r
 
 
 def test_the_reading_list_keeps_whole_documents_within_the_budget():
-    from langchain_resp.graph import reading_list
+    from multihop_rag.frameworks.langgraph import reading_list
 
     docs = [{"id": str(i), "title": f"T{i}", "text": "word " * 50} for i in range(5)]
     listed = reading_list(docs + docs[:2], budget=130)

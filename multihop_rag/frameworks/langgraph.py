@@ -1,5 +1,6 @@
 """Pieces the LangGraph methods share: nodes written once for ``invoke`` and ``ainvoke``, per-run
-settings from LangGraph's runtime context, and the repetition test of planned questions.
+settings from LangGraph's runtime context, the repetition test of planned questions, and the list of
+retrieved documents a final answer reads.
 
 A node is a *dialogue* (:mod:`multihop_rag.llm.calls`): a generator that yields model calls and other
 awaitable steps and returns the state update. :func:`dialogue_node` turns it into a runnable
@@ -10,13 +11,14 @@ never runs a blocking call in a thread).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import get_runtime
 from pydantic import BaseModel
 
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import Dialogue, arun, run
 from multihop_rag.metrics import normalize_answer
 
@@ -98,3 +100,32 @@ def repeated(question: str, earlier: Sequence[str], threshold: float) -> str | N
         if word_overlap(question, previous) >= threshold:
             return previous
     return None
+
+
+def doc_key(doc: Mapping[str, str]) -> str:
+    """What makes a retrieved document (``{"id", "title", "text"}``) the same as another: its id, else its text."""
+    return doc.get("id") or doc["text"]
+
+
+def format_documents(docs: Sequence[Mapping[str, str]]) -> str:
+    """Documents as a reader's prompt lists them: FlashRAG's format, which the ReSP experiments use (§5.1)."""
+    return "\n".join(f"Doc {i}(Title: {d['title']}) {d['text']}" for i, d in enumerate(docs, 1))
+
+
+def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
+    """The documents a reader reads: each once (:func:`doc_key`), in the given order, whole, as long as
+    they fit ``budget`` tokens together (the first that does not ends the list)."""
+    seen: set[str] = set()
+    out: list[dict[str, str]] = []
+    used = 0
+    for doc in passages:
+        key = doc_key(doc)
+        if key in seen:
+            continue
+        seen.add(key)
+        cost = count_tokens(f"Doc {len(out) + 1}(Title: {doc['title']}) {doc['text']}")
+        if used + cost > budget:
+            break
+        out.append(doc)
+        used += cost
+    return out
