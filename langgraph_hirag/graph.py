@@ -23,8 +23,7 @@ Algorithm 1 (Appendix A.2), node by node::
   once. A sub-question naming a made-up entity of the examples that the question does not (a small
   model copying the prompt) is asked again once (``copied_examples``); a second one is treated as a
   refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1); below ``min_subquestions`` (ours;
-  paper: 1) a "That's enough." or a repeated sub-question is answered once with a request for the next
-  sub-question.
+  paper: 1) a "That's enough." is answered once with a request for the next sub-question.
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
 - ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
@@ -225,12 +224,7 @@ def hirag_state_graph(
             if not asked:
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
-        seen = {normalize_answer(q) for q in asked}
-        if normalize_answer(sub_question) in seen and len(asked) < settings.min_subquestions:
-            again = [*messages, AIMessage(reply.text), HumanMessage(prompts.NEXT_QUESTION_AGAIN)]
-            reply, calls = (yield Call(models["decomposer"], again, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
-            sub_question = "" if said_enough(reply.text) else first_line(reply)
-        if not sub_question or normalize_answer(sub_question) in seen:
+        if normalize_answer(sub_question) in {normalize_answer(q) for q in asked}:
             return {"stop_reason": "repeated_sub_question", "llm_calls": calls, "copied_examples": flagged}
         restated = 0
         if not asked and settings.ask_again_if_restated and word_overlap(sub_question, state["question"]) >= settings.restate_threshold:

@@ -70,8 +70,7 @@ NEXT_QUESTION_AGAIN = (
     "Do not stop yet: ask the next simple question the complex question still needs (for a comparison, the "
     "question about the option not asked about yet)."
 )
-"""Ours: asked once when the Decomposer says "That's enough.", or asks an earlier sub-question again, before
-``min_subquestions`` sub-questions."""
+"""Ours: asked once when the Decomposer says "That's enough." before ``min_subquestions`` sub-questions."""
 
 NOT_THE_EXAMPLE = (
     "\n\nNote: the examples above are about other, made-up things. Answer only from the input and the "

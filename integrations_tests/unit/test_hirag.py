@@ -394,22 +394,6 @@ def test_thats_enough_before_min_subquestions_is_asked_again_once(corpus):
     assert stubborn["sub_questions"] == both[:1] and stubborn["stop_reason"] == "enough"  # asked once only
 
 
-def test_a_repeat_before_min_subquestions_is_asked_again_once(corpus):
-    """On 2Wiki dev 1–100, 28 runs ended after one sub-question because the Decomposer asked it again:
-    mostly a comparison restated whole and answered from one chunk (F1 0.42 against naive's 0.58)."""
-    repeat = ["Who designed the Kesh Bridge?", "Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"]
-    paper = run(corpus, Script(sub_questions=list(repeat)), th1=2, min_subquestions=1)
-    assert paper["sub_questions"] == repeat[:1] and paper["stop_reason"] == "repeated_sub_question"
-
-    script = Script(sub_questions=list(repeat))
-    state = run(corpus, script, th1=2)
-    assert state["sub_questions"] == [repeat[0], repeat[2]] and state["stop_reason"] == "enough"
-    assert prompts.NEXT_QUESTION_AGAIN in script.prompts["decompose"][2]
-
-    stubborn = run(corpus, Script(sub_questions=repeat[:2] * 2), th1=2)
-    assert stubborn["sub_questions"] == repeat[:1] and stubborn["stop_reason"] == "repeated_sub_question"
-
-
 def test_a_default_min_subquestions_gives_way_to_a_smaller_max_but_a_chosen_one_is_refused():
     assert HiRAGConfig(max_subquestions=1).min_subquestions == 2  # the max ends decomposition first
     with pytest.raises(ValueError, match="min_subquestions"):
