@@ -62,8 +62,8 @@ class HiRAGConfig(BaseModel):
     reader_tokens: int = Field(
         0, ge=0, description="The Summarizer also reads, within this many tokens, the chunks the sub-answers were "
         "found in (in their order) and then the question's own nearest chunks (dense search over the corpus), each "
-        "once. 0: the sub-answers alone, as eq. (2) has it. Ours: the 1.5B's sub-answers are one sentence each, and "
-        "the retrieval of a restated or wrong sub-question leaves the Summarizer with nothing to correct it from."
+        "once. 0: the sub-answers alone, as eq. (2) has it, and the default: on 2Wiki dev 101–140 the 1.5B with 600 "
+        "changed 2 of 40 answers, both for the worse (F1 0.242 against 0.272), keeping to its sub-answers."
     )
     max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")
 
