@@ -43,7 +43,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
@@ -56,6 +55,7 @@ from langchain_resp.state import LocalMemory, ReSPInput, ReSPOutput, ReSPState
 from multihop_rag.frameworks.langgraph import (
     dialogue_node,
     doc_key,
+    document_record,
     format_documents,
     reading_list,
     repeated,
@@ -102,12 +102,6 @@ def _unread(documents: Sequence[dict[str, str]], passages: Sequence[dict[str, st
     """This round's ``documents`` that no earlier round retrieved (``passages``: every round's, this one's last)."""
     read = {doc_key(doc) for doc in passages[: len(passages) - len(documents)]}
     return [doc for doc in documents if doc_key(doc) not in read]
-
-
-def _doc_record(doc: Document) -> dict[str, str]:
-    meta = doc.metadata or {}
-    doc_id = doc.id or meta.get("passage_id") or meta.get("id") or ""
-    return {"id": str(doc_id), "title": str(meta.get("title", "")), "text": doc.page_content}
 
 
 _LEADING_LABEL = re.compile(r"^\W*(yes|no)\b[\s,.:;!-]*", re.IGNORECASE)
@@ -204,7 +198,7 @@ def resp_state_graph(
         settings = run_settings(default)
         query = state.get("sub_question") or state["question"]
         found = yield Effect(lambda: retriever.invoke(query), lambda: retriever.ainvoke(query))
-        docs = [_doc_record(d) for d in found[: settings.top_k]]
+        docs = [document_record(d) for d in found[: settings.top_k]]
         return {
             "sub_question": query,
             "documents": docs,

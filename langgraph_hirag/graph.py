@@ -89,7 +89,14 @@ from langgraph_hirag.replies import (
 )
 from langgraph_hirag.retrieval import RetrievalNodes, sub_question_reset
 from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
-from multihop_rag.frameworks.langgraph import dialogue_node, format_documents, reading_list, run_settings, word_overlap
+from multihop_rag.frameworks.langgraph import (
+    dialogue_node,
+    document_record,
+    format_documents,
+    reading_list,
+    run_settings,
+    word_overlap,
+)
 from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import normalize_answer
 
@@ -121,10 +128,6 @@ def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
 
 _READER_DEPTH = 20
 """The question's nearest chunks searched for the Summarizer's reading list (``reader_tokens`` decides how many it reads)."""
-
-
-def _chunk_record(doc: Document) -> dict[str, str]:
-    return {"id": str(doc.id or ""), "title": str(doc.metadata.get("title", "")), "text": " ".join(doc.page_content.split())}
 
 
 def _found_in(entries: Sequence[SubQuestionTrace]) -> list[dict[str, str]]:
@@ -249,7 +252,7 @@ def hirag_state_graph(
             hits: list[Document] = yield Effect(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
-            docs = reading_list([*_found_in(entries), *map(_chunk_record, hits)], settings.reader_tokens)
+            docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
         if settings.summarize_reads_evidence:
             known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
         else:

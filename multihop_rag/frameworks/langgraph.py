@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import get_runtime
 from pydantic import BaseModel
@@ -100,6 +101,13 @@ def repeated(question: str, earlier: Sequence[str], threshold: float) -> str | N
         if word_overlap(question, previous) >= threshold:
             return previous
     return None
+
+
+def document_record(doc: Document) -> dict[str, str]:
+    """A retrieved LangChain ``Document`` as the ``{"id", "title", "text"}`` a reading list takes."""
+    meta = doc.metadata or {}
+    doc_id = doc.id or meta.get("passage_id") or meta.get("id") or ""
+    return {"id": str(doc_id), "title": str(meta.get("title", "")), "text": doc.page_content}
 
 
 def doc_key(doc: Mapping[str, str]) -> str:
