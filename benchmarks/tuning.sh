@@ -6,8 +6,9 @@
 # FRESH=1 starts a variant with an empty cache instead, so every call is made and its seconds compare (a
 # change meant to save time).
 # Usage: [POOL=20] [METHODS=naive,k2rag] [FRESH=1] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
-#   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs the
-#   methods the --set items name. Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
+#   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs naive and the
+#   methods the --set items name; METHODS overrides either list (e.g. METHODS=naive,sirerag,naive@sirerag).
+#   Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -19,7 +20,7 @@ mkdir -p "$out"
 if [[ $variant == baseline ]]; then
     methods=${METHODS:-naive,resp,hirag}
 else
-    methods=naive,$(printf '%s\n' "$@" | sed -n 's/^--set=\{0,1\}//; s/^\([a-z0-9_]*\)\..*/\1/p' | sort -u | paste -sd,)
+    methods=${METHODS:-naive,$(printf '%s\n' "$@" | sed -n 's/^--set=\{0,1\}//; s/^\([a-z0-9_]*\)\..*/\1/p' | sort -u | paste -sd,)}
     [[ -f $out/llm_calls.sqlite || ${FRESH:-0} == 1 ]] || "$BIN/python" -c 'import sqlite3, sys
 with sqlite3.connect(sys.argv[1]) as src, sqlite3.connect(sys.argv[2]) as dst:
     src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/baseline/llm_calls.sqlite" "$out/llm_calls.sqlite"

@@ -22,6 +22,12 @@ class HiRAGConfig(BaseModel):
         "options); on 2Wiki dev 101–140 asking once more gave F1 0.342 against the paper's 0.292 (2 questions better, "
         "0 worse; naive 0.267)."
     )
+    fresh_next_question: bool = Field(
+        False, description="Below min_subquestions, a sub-question asked again is answered by a fresh prompt: the "
+        "question, the answers so far and a request for the next simple question (ours; inside the dialogue the "
+        "1.5B repeats its first sub-question, a real first hop on MuSiQue, and the run answers with the bridge "
+        "entity). False: the repeat ends the decomposition."
+    )
     th1: int = Field(
         1, ge=1, description="More titles than this matching the entity at an attempt: semantic incompleteness, "
         "rewrite (Algorithm 1 lines 20-23; the authors' code: more than one)."

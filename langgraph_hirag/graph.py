@@ -23,7 +23,8 @@ Algorithm 1 (Appendix A.2), node by node::
   once. A sub-question naming a made-up entity of the examples that the question does not (a small
   model copying the prompt) is asked again once (``copied_examples``); a second one is treated as a
   refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1); below ``min_subquestions`` (ours;
-  paper: 1) a "That's enough." is answered once with a request for the next sub-question.
+  paper: 1) a "That's enough." is answered once with a request for the next sub-question, and with
+  ``fresh_next_question`` a repeated sub-question by a fresh prompt holding the answers so far.
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
 - ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
@@ -227,7 +228,13 @@ def hirag_state_graph(
             if not asked:
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
-        if normalize_answer(sub_question) in {normalize_answer(q) for q in asked}:
+        seen = {normalize_answer(q) for q in asked}
+        if normalize_answer(sub_question) in seen and settings.fresh_next_question and len(asked) < settings.min_subquestions:
+            answered = "\n".join(f"- {q} {a}" for q, a in zip(asked, state.get("sub_answers", []), strict=False))
+            fresh = prompts.NEXT_QUESTION_FRESH.format(question=state["question"], answered=answered)
+            reply, calls = (yield Call(models["decomposer"], fresh, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
+            sub_question = "" if said_enough(reply.text) or names_example_entity(reply.text, context) else first_line(reply)
+        if not sub_question or normalize_answer(sub_question) in seen:
             return {"stop_reason": "repeated_sub_question", "llm_calls": calls, "copied_examples": flagged}
         restated = 0
         if not asked and settings.ask_again_if_restated and word_overlap(sub_question, state["question"]) >= settings.restate_threshold:

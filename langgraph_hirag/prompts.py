@@ -72,6 +72,15 @@ NEXT_QUESTION_AGAIN = (
 )
 """Ours: asked once when the Decomposer says "That's enough." before ``min_subquestions`` sub-questions."""
 
+NEXT_QUESTION_FRESH = (
+    "A complex question needs several simple questions. Complex question: {question}\n"
+    "Simple questions asked so far, with their answers:\n{answered}\n"
+    "These answers are not enough yet. Ask the next simple question the complex question needs, about what the "
+    "answers found (for a comparison, the option not asked about yet). Reply with the question only."
+)
+"""Ours (``fresh_next_question``): a single-turn prompt, asked when the Decomposer repeats a sub-question below
+``min_subquestions``; ``answered`` is one "- sub-question answer" line per sub-question."""
+
 NOT_THE_EXAMPLE = (
     "\n\nNote: the examples above are about other, made-up things. Answer only from the input and the "
     "known information of this question."

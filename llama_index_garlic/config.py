@@ -49,6 +49,12 @@ class GarlicConfig(BaseModel):
         description="Nodes a search without Dynamic Progress Control visits (Table 2: GARLIC's average, 17 on "
         "HotpotQA); its starting top-level nodes are at most fixed_nodes / levels, the most query-similar.",
     )
+    short_answer: bool = Field(
+        False,
+        description="Every answer prompt also asks for as few words as possible, SiReRAG §5.4's instruction that the "
+        "other methods' readers carry (ours: Table 5 asks 'as concisely as you can', and the 1.5B answered with a "
+        "whole sentence in 10 of 20 HotpotQA runs; issue 41).",
+    )
     summary: Literal["graph", "tree", "none"] = Field(
         "graph",
         description="'graph': many-to-many bullet IPs (§3.1); 'tree': Table 2's 'w/o Graph-based Summary', each "

@@ -41,6 +41,11 @@ Yes/No mode inside the Table 5 conversation: Qwen2.5-0.5B answered "No", then "Y
 the same conversation, and "Rush" (the gold answer) to this prompt."""
 
 
+SHORT_ANSWER = " Answer this question in as fewer number of words as possible."
+"""Ours (``short_answer``): SiReRAG §5.4's reader instruction, which the other methods' readers carry, added to
+each answer prompt above (Table 5 asks "as concisely as you can", and the 1.5B writes whole sentences)."""
+
+
 def bullet(text: str) -> str:
     """One node as a line of a prompt: ``* <text>`` (inner newlines flattened, as in Tables 4–5)."""
     return "* " + " ".join(text.split()) + "\n"

@@ -68,9 +68,11 @@ class Controller(Protocol):
 class LLMController:
     """Table 5 with a LlamaIndex LLM: constrained Yes/No where the backend allows it, parsed otherwise."""
 
-    def __init__(self, llm: LLM, stats: StructuredStats | None = None):
+    def __init__(self, llm: LLM, stats: StructuredStats | None = None, short_answer: bool = False):
         self.llm = llm
         self.stats = stats
+        self.instruction = prompts.SHORT_ANSWER if short_answer else ""
+        """Added to every answer prompt (``GarlicConfig.short_answer``)."""
         self.calls = 0
         self.echoes = 0
         """Second turns that came back as Yes/No (bare or leading the reply) and were asked again."""
@@ -81,17 +83,22 @@ class LLMController:
 
     def answer(self, prompt: str, question: str) -> str:
         turns = [ChatMessage(role=MessageRole.USER, content=prompt), ChatMessage(role=MessageRole.ASSISTANT, content="Yes")]
-        text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN)])
+        text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN + self.instruction)])
         if _YES_NO_REPLY.match(text) and not _YES_NO_QUESTION.match(question):
             self.echoes += 1
             information = prompt.split("\nInformation:\n", 1)[-1]
-            retry = prompts.SECOND_TURN_RETRY.format(question=question, information=information)
+            retry = self._instructed(prompts.SECOND_TURN_RETRY.format(question=question, information=information))
             text = self._ask([ChatMessage(role=MessageRole.USER, content=retry)])
         return text
 
     def answer_incomplete(self, information: str, question: str) -> str:
-        prompt = prompts.INCOMPLETE_ANSWER.format(question=question, information=information)
+        prompt = self._instructed(prompts.INCOMPLETE_ANSWER.format(question=question, information=information))
         return self._ask([ChatMessage(role=MessageRole.USER, content=prompt)])
+
+    def _instructed(self, prompt: str) -> str:
+        """A single-turn answer prompt (ending "\nAnswer:") with the answer instruction before its last line."""
+        head, _, tail = prompt.rpartition("\nAnswer:")
+        return f"{head}{self.instruction}\nAnswer:{tail}"
 
     def _ask(self, messages: list[ChatMessage]) -> str:
         self.calls += 1

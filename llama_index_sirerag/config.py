@@ -46,6 +46,20 @@ class SiReRAGConfig(BaseModel):
         description="Drop hub entities, mentioned in more than this share of the chunks (and in at least 5), whose "
         "aggregates gather unrelated propositions (ours; None: every entity, §4.2).",
     )
+    proposition_titles: bool = Field(
+        False,
+        description="Each proposition in the relatedness tree starts with its passage's title (\"Caldor: It lies on "
+        "the Sable River\") unless it names it already (ours: §4.2 asks for self-contained propositions, but the "
+        "1.5B leaves subjects as pronouns, which name nobody in an aggregate gathered by another entity; issue 41).",
+    )
+    top_k: int = Field(20, ge=1, description="Pool nodes a query retrieves for the reader (§5.4: the top 20 candidates).")
+    reader_tokens: int = Field(
+        0,
+        ge=0,
+        description="0: the reader reads the top_k nodes (§5.4); more: the top_k in rank order while they fit this "
+        "many tokens (ours: the 1.5B reads ~2,970 tokens of top 20 on HotpotQA, four times naive's five chunks; "
+        "issue 41).",
+    )
     index_propositions: bool = Field(False, description="Also put every proposition in the pool (ablation B: True).")
     aggregates: bool = Field(
         True, description="Proposition aggregates as the relatedness leaves (ablation C: False, with index_propositions)."

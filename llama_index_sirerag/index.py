@@ -57,6 +57,7 @@ from llama_index_sirerag.propositions import (
     extract_propositions,
     filter_entities,
     group_aggregates,
+    titled,
 )
 from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, node_id, tree_stats
@@ -349,9 +350,13 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         return cluster(vectors, [count_tokens(c.text) for c in chunks], self.config.clustering())
 
     def _grouped_propositions(self) -> list[Proposition]:
-        """Every proposition, with the entities the relatedness tree groups by (the config's entity filter)."""
-        return filter_entities(self._all_propositions(), drop_common_nouns=self.config.drop_common_noun_entities,
+        """Every proposition, with the entities the relatedness tree groups by (the config's entity filter) and,
+        with ``proposition_titles``, its passage's title."""
+        kept = filter_entities(self._all_propositions(), drop_common_nouns=self.config.drop_common_noun_entities,
                                max_chunk_share=self.config.max_entity_share)
+        if not self.config.proposition_titles:
+            return kept
+        return titled(kept, {chunk: doc["title"] for doc in self.documents.values() for chunk in doc["chunks"]})
 
     def _relatedness_leaves(self) -> list[TreeNode]:
         config, propositions = self.config, self._grouped_propositions()

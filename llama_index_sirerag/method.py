@@ -1,7 +1,8 @@
 """SiReRAG and RAPTOR as ``multihop-rag`` drives them (entry points ``sirerag`` and ``raptor``).
 
 RAPTOR is SiReRAG's own baseline: the similarity tree alone (``SiReRAGConfig(relatedness=False)``).
-A query retrieves the top 20 nodes of the pool and answers with §5.4's prompt; the evidence is
+A query retrieves the top 20 nodes of the pool (``top_k``; ``reader_tokens`` reads those that fit a token
+budget) and answers with §5.4's prompt; the evidence is
 the retrieved nodes in rank order, a chunk standing for its passage and a summary or aggregate
 for none.
 """
@@ -20,6 +21,7 @@ from llama_index_sirerag.estimate import estimate
 from llama_index_sirerag.index import SiReRAGIndex
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
+from multihop_rag.frameworks.llama_index import TokenBudget
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["SiReRAGMethod", "SiReRAGAnswerer", "SIRERAG", "RAPTOR", "evidence"]
@@ -42,12 +44,14 @@ def evidence(hits: Sequence[NodeWithScore], index: SiReRAGIndex) -> list[Evidenc
 class SiReRAGAnswerer:
     """A SiReRAG (or RAPTOR) index as an application answers with it."""
 
-    def __init__(self, index: SiReRAGIndex, folder: Path | None = None, top_k: int = 20):
-        self.index, self.folder, self.top_k = index, folder, top_k
+    def __init__(self, index: SiReRAGIndex, folder: Path | None = None, top_k: int = 20, reader_tokens: int = 0):
+        self.index, self.folder, self.top_k, self.reader_tokens = index, folder, top_k, reader_tokens
 
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
+        """Answer from the top ``top_k`` pool nodes (with ``reader_tokens``, those of them that fit)."""
         started = time.perf_counter()
-        response = self.index.as_query_engine(similarity_top_k=self.top_k).query(question)
+        budget = [TokenBudget(tokens=self.reader_tokens)] if self.reader_tokens else []
+        response = self.index.as_query_engine(similarity_top_k=self.top_k, node_postprocessors=budget).query(question)
         if trace:
             for hit in response.source_nodes:
                 meta = hit.node.metadata
@@ -100,7 +104,7 @@ class SiReRAGMethod:
             [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed, config=self._config(config),
             persist_dir=folder, overwrite=overwrite, max_concurrency=models.max_concurrency,
         )
-        return SiReRAGAnswerer(index, folder)
+        return SiReRAGAnswerer(index, folder, config.top_k, config.reader_tokens)
 
     def estimate(self, passages: Sequence[Passage], models: Models, config: SiReRAGConfig) -> BuildEstimate:
         """Calls and tokens of a build (:mod:`llama_index_sirerag.estimate`)."""
@@ -109,7 +113,7 @@ class SiReRAGMethod:
     def load(self, folder: Path, models: Models, config: SiReRAGConfig) -> SiReRAGAnswerer:
         index = SiReRAGIndex.from_persist_dir(folder, llm=models.llm, embed_model=models.embed,
                                               max_concurrency=models.max_concurrency)
-        return SiReRAGAnswerer(index, folder)
+        return SiReRAGAnswerer(index, folder, config.top_k, config.reader_tokens)
 
 
 SIRERAG = SiReRAGMethod("sirerag", True, "similarity tree (RAPTOR) + relatedness tree of entity-grouped propositions, one pool")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -33,6 +33,7 @@ __all__ = [
     "Aggregate",
     "extract_propositions",
     "filter_entities",
+    "titled",
     "group_aggregates",
     "entity_key",
     "facts_schema",
@@ -183,6 +184,18 @@ def filter_entities(
         entities = tuple(e for e in prop.entities if named(e) and entity_key(e) not in hubs)
         kept.append(prop if entities == prop.entities else dataclasses.replace(prop, entities=entities))
     return kept
+
+
+def titled(propositions: Sequence[Proposition], title_of: Mapping[str, str]) -> list[Proposition]:
+    """``propositions`` each starting with its chunk's title (``title_of``: chunk id to title), unless it
+    mentions the title already or the chunk has none."""
+    def with_title(prop: Proposition) -> Proposition:
+        title = title_of.get(prop.chunk_id, "").strip()
+        if not title or title.lower() in prop.text.lower():
+            return prop
+        return dataclasses.replace(prop, text=f"{title}: {prop.text}")
+
+    return [with_title(p) for p in propositions]
 
 
 def group_aggregates(propositions: Sequence[Proposition], max_tokens: int | None = None) -> list[Aggregate]:

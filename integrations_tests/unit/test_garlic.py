@@ -422,6 +422,23 @@ def test_a_yes_or_no_leading_the_answer_turn_is_asked_again_but_an_answer_is_kep
         assert controller.answer(first, "Who won?") == answer and controller.echoes == 0
 
 
+def test_the_short_answer_setting_asks_every_answer_prompt_for_as_few_words_as_possible():
+    """Issue 41: the 1.5B answers Table 5's "as concisely as you can" with a whole sentence in 10 of 20 runs;
+    ``short_answer`` adds the instruction every other method's reader has (SiReRAG §5.4) to each answer prompt."""
+    from llama_index_garlic import prompts
+    from llama_index_garlic.search import LLMController
+
+    question = "Into which lake does the Orrin flow?"
+    first = prompts.FIRST_TURN.format(question=question, information=prompts.bullet("The Orrin flows into Lake Ismay."))
+    for short in (False, True):
+        llm = ScriptedLLM(lambda prompt: "Yes" if 'Response "Yes"' in prompt else "Lake Ismay")  # a bare Yes in the conversation
+        controller = LLMController(llm, short_answer=short)
+        controller.answer(first, question)  # the second turn, then (after a bare Yes) the fresh retry
+        controller.answer_incomplete(prompts.bullet("The Orrin flows into Lake Ismay."), question)
+        assert len(llm.prompts) == 3
+        assert all((prompts.SHORT_ANSWER in p) is short for p in llm.prompts)
+
+
 def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
     from llama_index_garlic import TransformersAttention
     from multihop_rag.serving import bundled

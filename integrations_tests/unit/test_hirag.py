@@ -94,6 +94,9 @@ class Script:
         if "## Background" in prompt:
             self._log("decompose", prompt)
             return self.sub_questions.pop(0) if self.sub_questions else "That's enough."
+        if prompt.startswith("A complex question needs"):
+            self._log("next_question", prompt)
+            return self.sub_questions.pop(0) if self.sub_questions else "That's enough."
         if prompt.startswith("Extract the subject entity"):
             self._log("entity", prompt)
             return self.entities[last_field(prompt, "Question")]
@@ -392,6 +395,26 @@ def test_thats_enough_before_min_subquestions_is_asked_again_once(corpus):
 
     stubborn = run(corpus, Script(sub_questions=[both[0]]), th1=2, min_subquestions=2)
     assert stubborn["sub_questions"] == both[:1] and stubborn["stop_reason"] == "enough"  # asked once only
+
+
+def test_a_repeated_sub_question_below_min_subquestions_gets_a_fresh_prompt_when_asked(corpus):
+    """Issue 40: on MuSiQue the 1.5B asks a real first hop ("Who was Anna Benson's husband?"), then the same
+    sub-question again inside the dialogue, and the run answers with the bridge entity (68 of 100 runs).
+    With ``fresh_next_question`` such a repeat is answered by a fresh prompt: the question, the answers so
+    far, and a request for the next simple question."""
+    first, second = "Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"
+    paper = run(corpus, Script(sub_questions=[first, first, second]), th1=2)
+    assert paper["sub_questions"] == [first] and paper["stop_reason"] == "repeated_sub_question"
+
+    script = Script(sub_questions=[first, first, second])
+    state = run(corpus, script, th1=2, fresh_next_question=True)
+    assert state["sub_questions"] == [first, second] and state["stop_reason"] == "enough"
+    fresh = script.prompts["next_question"]
+    assert len(fresh) == 1 and "## Background" not in fresh[0]
+    assert QUESTION in fresh[0] and first in fresh[0] and "designed by Tomas Halvard" in fresh[0]
+
+    stubborn = run(corpus, Script(sub_questions=[first, first, first]), th1=2, fresh_next_question=True)
+    assert stubborn["sub_questions"] == [first] and stubborn["stop_reason"] == "repeated_sub_question"
 
 
 def test_a_default_min_subquestions_gives_way_to_a_smaller_max_but_a_chosen_one_is_refused():

@@ -1,6 +1,7 @@
 """SiReRAG with deterministic fakes: grouping, trees, pool, ablations, persistence, cache."""
 
 import contextlib
+import itertools
 import json
 import re
 import threading
@@ -12,9 +13,11 @@ from llama_index.core import Document
 from integrations_tests.fakes import HashEmbedding, ScriptedLLM
 from integrations_tests.killing import kill_when
 from llama_index_sirerag import SiReRAGConfig, SiReRAGIndex, group_aggregates
+from llama_index_sirerag.method import SiReRAGAnswerer
 from llama_index_sirerag.propositions import HUB_FLOOR, Proposition, filter_entities
 from multihop_rag.corpus import load_documents
 from multihop_rag.errors import IndexFolderError
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.stores import stored_ids
 
 DEMO = "multihop_rag/data/demo_corpus.jsonl"
@@ -150,6 +153,25 @@ def test_an_index_groups_by_named_entities_only_when_the_filter_is_on(docs, tmp_
     assert ("town" in grouped) is not drop and "Velmora" in grouped
 
 
+def test_propositions_in_aggregates_carry_their_passage_title_when_asked(docs, tmp_path):
+    """Issue 41: the 1.5B leaves a proposition's subject as a pronoun ("He won the Laurence Olivier Award"); in
+    an aggregate gathered by another entity it then names nobody. proposition_titles puts the passage's title
+    first, unless the proposition names it already."""
+    def aggregates(index):
+        return [n.text for n in index.nodes.values() if n.kind == "aggregate"]
+
+    paper, _ = build(docs, tmp_path / "paper")
+    titled, _ = build(docs, tmp_path / "titled", proposition_titles=True)
+    pronoun = "It lies on the Sable River, about 90 km upstream from the port of Dunmere."
+    assert any(pronoun in text for text in aggregates(paper))
+    assert not any(f"Caldor: {pronoun}" in text for text in aggregates(paper))
+    assert any(f"Caldor: {pronoun}" in text for text in aggregates(titled))
+    named = "Caldor is the seat of the Royal Academy of Sciences"
+    assert any(named in text for text in aggregates(titled))
+    assert not any(f"Caldor: {named}" in text for text in aggregates(titled))
+    assert titled.propositions == paper.propositions  # the extracted propositions are stored as the model wrote them
+
+
 def test_pool_holds_both_trees_with_consistent_links(default_index):
     index = default_index
     k = kinds(index)
@@ -215,6 +237,23 @@ def test_query_engine_uses_the_papers_instruction(default_index):
     answerer = ScriptedLLM(lambda p: "Lake Ismay")
     index.as_query_engine(similarity_top_k=2, llm=answerer).query("Where does the Orrin end?")
     assert "Where does the Orrin end? Answer this question in as fewer number of words as possible." in answerer.prompts[0]
+
+
+def test_a_reading_budget_reads_the_top_nodes_that_fit_in_rank_order(docs):
+    """Issue 41: SiReRAG's reader reads the top 20 pool nodes (§5.4), ~2,970 tokens on HotpotQA against naive's
+    ~690; ``reader_tokens`` reads those of them that fit a token budget, in rank order (the first always)."""
+    build_replies = fake_llm().script
+    llm = ScriptedLLM(lambda p: build_replies(p) if p.startswith("Extract all facts") or "Summarize the provided text" in p
+                      else "Lake Ismay")
+    index = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=HashEmbedding(), show_progress=False)
+    question = "Where does the Orrin end?"
+    top = SiReRAGAnswerer(index, top_k=20).answer(question)
+    read = SiReRAGAnswerer(index, top_k=20, reader_tokens=150).answer(question)
+    assert len(top.evidence) == 20 and read.text == "Lake Ismay"
+    tokens = list(itertools.accumulate(count_tokens(e.text) for e in top.evidence))
+    fit = max(1, sum(1 for total in tokens if total <= 150))
+    assert [e.id for e in read.evidence] == [e.id for e in top.evidence[:fit]]
+    assert top.evidence[fit - 1].text in llm.prompts[-1] and top.evidence[fit].text not in llm.prompts[-1]
 
 
 @pytest.mark.parametrize(

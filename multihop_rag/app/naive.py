@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, model_validator
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.langchain import LlamaIndexRetriever
+from multihop_rag.frameworks.llama_index import TokenBudget
 from multihop_rag.indexing.persistence import (
     prepare_folder,
     read_manifest,
@@ -36,7 +37,6 @@ from multihop_rag.indexing.persistence import (
     undoable_update,
     write_manifest,
 )
-from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import Call, call
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 from multihop_rag.stores import (
@@ -244,15 +244,7 @@ class NaiveRAG:
         order while they fit that many tokens (at least one)."""
         if not self.config.reader_tokens:
             return list(hits[: self.config.similarity_top_k])
-        read: list[NodeWithScore] = []
-        used = 0
-        for hit in hits:
-            tokens = count_tokens(hit.node.get_content())
-            if read and used + tokens > self.config.reader_tokens:
-                break
-            read.append(hit)
-            used += tokens
-        return read
+        return TokenBudget(tokens=self.config.reader_tokens).postprocess_nodes(list(hits))
 
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
         """Retrieve the top chunks and answer from the first ``similarity_top_k`` (or the first ``reader_tokens``

@@ -19,18 +19,42 @@ from typing import Any, Generic, TypeVar
 
 from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.indices.base import BaseIndex
-from llama_index.core.schema import BaseNode, Document
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from multihop_rag.errors import IndexFolderError
 from multihop_rag.indexing.persistence import recover, store_lock, undoable_update
+from multihop_rag.indexing.text import count_tokens
 from multihop_rag.stores import chroma_vector_store, forget_chroma_clients, outside_entries
 
-__all__ = ["DocumentIndex", "document_hash", "open_folder", "reload_vector_store"]
+__all__ = ["DocumentIndex", "TokenBudget", "document_hash", "open_folder", "reload_vector_store"]
 
 IS = TypeVar("IS", bound=IndexStruct)
+
+
+class TokenBudget(BaseNodePostprocessor):
+    """Keeps retrieved nodes in rank order while their text fits ``tokens`` (the first node always): a reading
+    budget in tokens instead of a node count, e.g. ``as_query_engine(node_postprocessors=[TokenBudget(tokens=700)])``."""
+
+    tokens: int
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TokenBudget"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        read: list[NodeWithScore] = []
+        used = 0
+        for hit in nodes:
+            tokens = count_tokens(hit.node.get_content())
+            if read and used + tokens > self.tokens:
+                break
+            read.append(hit)
+            used += tokens
+        return read
 
 
 def document_hash(document: Document) -> str:
