@@ -82,6 +82,10 @@ def respond(prompt: str) -> str:
     raise AssertionError(prompt[:60])
 
 
+PAPER = K2RAGConfig(kg_step="answer", retrieve_for_question=False)
+"""Algorithm 2 as printed: the graph's answer to step B, sub-questions only from it."""
+
+
 def build(llm=None, **kwargs) -> K2RAGIndex:
     kwargs.setdefault("summarizer", "none")
     kwargs.setdefault("kg", None)
@@ -241,7 +245,7 @@ def test_sub_question_loop_runs_once_per_kg_chunk():
     assert n_chunks >= 3
     llm = ScriptedLLM(respond)
     kg = FakeKG(kg_answer)
-    index = build(llm=llm, kg=kg)
+    index = build(llm=llm, kg=kg, config=PAPER)
     response = index.as_query_engine().query("Where was the designer of the Kesh Bridge born?")
     meta = response.metadata
     assert kg.questions == ["Where was the designer of the Kesh Bridge born?"]
@@ -262,11 +266,11 @@ def test_with_retrieve_for_question_the_users_question_reaches_the_hybrid_retrie
     only sub-questions written from a one-phrase KG answer did."""
     question = "Where was the designer of the Kesh Bridge born?"
     paper_llm = ScriptedLLM(respond)
-    paper = build(llm=paper_llm, kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    paper = build(llm=paper_llm, kg=FakeKG("Tomas Halvard"), config=PAPER).as_query_engine().query(question)
     assert question not in paper.metadata["sub_questions"]
 
     llm = ScriptedLLM(respond)
-    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(retrieve_for_question=True))
+    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=PAPER.model_copy(update={"retrieve_for_question": True}))
     response = index.as_query_engine().query(question)
     meta = response.metadata
     assert meta["sub_questions"] == [question, "Where was Tomas Halvard born?"] and len(meta["sub_answers"]) == 2
@@ -282,11 +286,11 @@ def test_step_a_hands_on_the_graphs_evidence_instead_of_its_answer_when_asked():
     """Issue 41: the 1.5B's KG answer is one phrase, and sub-questions written from it miss the question; with
     kg_step="context" steps B-C read the triples and source text the graph retrieved (no answer call)."""
     question = "Where was the designer of the Kesh Bridge born?"
-    paper = build(kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    paper = build(kg=FakeKG("Tomas Halvard"), config=PAPER).as_query_engine().query(question)
     assert paper.metadata["kg_answer"] == "Tomas Halvard"
     llm = ScriptedLLM(respond)
     kg = FakeKG("Tomas Halvard")
-    response = build(llm=llm, kg=kg, config=K2RAGConfig(kg_step="context")).as_query_engine().query(question)
+    response = build(llm=llm, kg=kg, config=PAPER.model_copy(update={"kg_step": "context"})).as_query_engine().query(question)
     assert response.metadata["kg_answer"].startswith("Kesh Bridge -> designed by -> Tomas Halvard")
     assert kg.questions == [question]
     written = [p for p in llm.prompts if p.startswith("Instruction: Your task")]
@@ -308,7 +312,7 @@ def test_each_sub_question_can_be_answered_with_the_users_question_in_view():
 
 def test_k2rag_summarizes_kg_results_and_sub_answers():
     llm = ScriptedLLM(respond)
-    index = build(llm=llm, kg=FakeKG("Halvard " * 200), summarizer="llm", config=K2RAGConfig(min_summary_tokens=5))
+    index = build(llm=llm, kg=FakeKG("Halvard " * 200), summarizer="llm", config=PAPER.model_copy(update={"min_summary_tokens": 5}))
     response = index.as_query_engine().query("Where was Halvard born?")
     assert response.metadata["kg_summary"] == "A summary."
     assert response.metadata["sub_questions"] == ["Where was Tomas Halvard born?"]
@@ -317,7 +321,7 @@ def test_k2rag_summarizes_kg_results_and_sub_answers():
 
 def test_empty_kg_answer_skips_sub_questions():
     llm = ScriptedLLM(respond)
-    response = build(llm=llm, kg=FakeKG("")).as_query_engine().query("Q?")
+    response = build(llm=llm, kg=FakeKG(""), config=PAPER).as_query_engine().query("Q?")
     assert response.metadata["sub_questions"] == [] and str(response) == "Dunmere"
 
 
