@@ -400,20 +400,20 @@ def test_thats_enough_before_min_subquestions_is_asked_again_once(corpus):
 def test_a_repeated_sub_question_below_min_subquestions_gets_a_fresh_prompt_when_asked(corpus):
     """Issue 40: on MuSiQue the 1.5B asks a real first hop ("Who was Anna Benson's husband?"), then the same
     sub-question again inside the dialogue, and the run answers with the bridge entity (68 of 100 runs).
-    With ``fresh_next_question`` such a repeat is answered by a fresh prompt: the question, the answers so
+    With ``fresh_next_question`` (the default) such a repeat is answered by a fresh prompt: the question, the answers so
     far, and a request for the next simple question."""
     first, second = "Who designed the Kesh Bridge?", "Where was Tomas Halvard born?"
-    paper = run(corpus, Script(sub_questions=[first, first, second]), th1=2)
-    assert paper["sub_questions"] == [first] and paper["stop_reason"] == "repeated_sub_question"
+    before = run(corpus, Script(sub_questions=[first, first, second]), th1=2, fresh_next_question=False)
+    assert before["sub_questions"] == [first] and before["stop_reason"] == "repeated_sub_question"
 
     script = Script(sub_questions=[first, first, second])
-    state = run(corpus, script, th1=2, fresh_next_question=True)
+    state = run(corpus, script, th1=2)  # the default since the tuning questions of 2Wiki and MuSiQue
     assert state["sub_questions"] == [first, second] and state["stop_reason"] == "enough"
     fresh = script.prompts["next_question"]
     assert len(fresh) == 1 and "## Background" not in fresh[0]
     assert QUESTION in fresh[0] and first in fresh[0] and "designed by Tomas Halvard" in fresh[0]
 
-    stubborn = run(corpus, Script(sub_questions=[first, first, first]), th1=2, fresh_next_question=True)
+    stubborn = run(corpus, Script(sub_questions=[first, first, first]), th1=2)
     assert stubborn["sub_questions"] == [first] and stubborn["stop_reason"] == "repeated_sub_question"
 
 
