@@ -33,7 +33,7 @@ FIRST_TURN = FIRST_TURN_HEAD + "{information}"
 SECOND_TURN = "Given the above information and question, answer the question as concisely as you can."
 """Table 5, second turn."""
 
-SECOND_TURN_RETRY = "Question:\n{question}\nInformation:\n{information}" + SECOND_TURN + "\nAnswer:"
+SECOND_TURN_RETRY = "Question:\n{question}\nInformation:\n{information}" + SECOND_TURN + "{instruction}\nAnswer:"
 """Asked once, as a fresh single-turn prompt over the same information, when the second turn brings
 back "Yes"/"No" (bare, or leading the reply: "Yes, the question can be answered by the information
 provided.") to a question that is not a yes/no question; ours, not the paper's. Small models stay in
@@ -52,7 +52,7 @@ def bullet(text: str) -> str:
 
 INCOMPLETE_ANSWER = (
     "Question:\n{question}\nInformation:\n{information}The information above may be incomplete. "
-    "Answer the question as concisely as you can from it.\nAnswer:"
+    "Answer the question as concisely as you can from it.{instruction}\nAnswer:"
 )
 """Ours: the answer prompt of a search that stopped without the LLM's "Yes" (the window was full,
 ``max_steps`` reached, or every node visited). Table 5's second turn would follow a "Yes" the model

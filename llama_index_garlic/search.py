@@ -87,18 +87,13 @@ class LLMController:
         if _YES_NO_REPLY.match(text) and not _YES_NO_QUESTION.match(question):
             self.echoes += 1
             information = prompt.split("\nInformation:\n", 1)[-1]
-            retry = self._instructed(prompts.SECOND_TURN_RETRY.format(question=question, information=information))
+            retry = prompts.SECOND_TURN_RETRY.format(question=question, information=information, instruction=self.instruction)
             text = self._ask([ChatMessage(role=MessageRole.USER, content=retry)])
         return text
 
     def answer_incomplete(self, information: str, question: str) -> str:
-        prompt = self._instructed(prompts.INCOMPLETE_ANSWER.format(question=question, information=information))
+        prompt = prompts.INCOMPLETE_ANSWER.format(question=question, information=information, instruction=self.instruction)
         return self._ask([ChatMessage(role=MessageRole.USER, content=prompt)])
-
-    def _instructed(self, prompt: str) -> str:
-        """A single-turn answer prompt (ending "\nAnswer:") with the answer instruction before its last line."""
-        head, _, tail = prompt.rpartition("\nAnswer:")
-        return f"{head}{self.instruction}\nAnswer:{tail}"
 
     def _ask(self, messages: list[ChatMessage]) -> str:
         self.calls += 1
