@@ -49,6 +49,13 @@ class HiRAGConfig(BaseModel):
         "passes c_s); False: the sub-answer and the sub-question only (eq. 6 as the authors' code has it), so a wrong "
         "entity read fluently passes."
     )
+    grounded_sub_answers: bool = Field(
+        False, description="A sub-answer naming a person, place or thing (a run of capitalised words) that neither its "
+        "chunk and profile nor its sub-question names fails verification without the Filter's call, and rethink goes "
+        "on (ours; Algorithm 1, line 25 verifies against the chunk c_s). False: the Filter's yes/no alone (eq. 6). On "
+        "the demo the 1.5B read \"the Velmora River\" and \"Caldor, Norway\" from chunks naming neither, and the "
+        "Filter, which sees no chunk, verified both."
+    )
     summarize_reads_evidence: bool = Field(
         False, description="The Summarizer reads each (sub-question, sub-answer) pair and the chunks they were verified "
         "on (ours; eq. 2 gives it the sub-answers only: the 1.5B's one-sentence sub-answers lose the rest of the chunk)."

@@ -36,7 +36,8 @@ Algorithm 1 (Appendix A.2), node by node::
   similarity, given with the document's profile (eq. 3, p*).
 - ``verify`` (§4.4, eq. 6): the LLM answers from chunk + profile, then judges yes/no whether that
   answers the sub-question. Answer-then-judge follows eq. (6) and the authors' code; Algorithm 1
-  prints the judge first, with the same two calls.
+  prints the judge first, with the same two calls. With ``grounded_sub_answers`` (ours) a sub-answer
+  naming something neither the chunk + profile nor the sub-question names fails without the judge.
 - ``rethink`` (Algorithm 1, lines 31-36): attempt t failed; every ``th2``-th failure (or when the
   document has no further chunk) moves to the next document and its best chunk, other failures
   to the next chunk; after ``th3`` attempts the sub-question is given up. Defaults th2 = 3, th3 = 4
@@ -174,7 +175,8 @@ def _per_question_reset() -> dict[str, Any]:
         "reasoning": "",
         "answer": "",
         "summary_reads": [],
-        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples", "invented_answers")},
+        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples", "invented_answers",
+                                                   "invented_sub_answers")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
 

@@ -10,7 +10,7 @@ from multihop_rag.llm.calls import Reply
 from multihop_rag.metrics import normalize_answer
 
 __all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "is_unknown", "said_enough", "copies_example",
-           "names_example_entity", "invents_words"]
+           "names_example_entity", "invents_words", "invents_names"]
 
 LINE = ["\n"]
 """Stop sequence for one-line outputs (entity, sub-question, rewrite, short answer)."""
@@ -74,3 +74,22 @@ def names_example_entity(text: str, context: str) -> bool:
     sub-answers so far) does not: a small model copying the prompt."""
     padded, known = f" {normalize_answer(text)} ", f" {normalize_answer(context)} "
     return any(f" {e} " in padded and f" {e} " not in known for e in _EXAMPLE_ENTITIES)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_NAME_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
+
+
+def invents_names(answer: str, source: str) -> bool:
+    """Whether ``answer`` names something ``source`` does not: a run of capitalised words (a sentence's first
+    word aside, which may be any word) that is not, after HotpotQA's normalisation, a phrase of ``source``.
+    "the Velmora River" read from a chunk that says "a bridge in Velmora" invents a name."""
+    known = f" {normalize_answer(source)} "
+    for sentence in _SENTENCE.split(answer.strip()):
+        sentence = sentence.lstrip("\"'“‘([ ")
+        for run in _NAME_RUN.finditer(sentence):
+            words = run.group().split()[1:] if run.start() == 0 else run.group().split()
+            name = normalize_answer(" ".join(words))
+            if name and f" {name} " not in known:
+                return True
+    return False

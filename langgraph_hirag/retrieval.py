@@ -18,7 +18,15 @@ from langgraph.graph import StateGraph
 from langgraph_hirag import prompts
 from langgraph_hirag.config import HiRAGConfig
 from langgraph_hirag.corpus import HierarchicalCorpus, base_title
-from langgraph_hirag.replies import LINE, NEXT_EXAMPLE, copies_example, final_line, first_line, is_unknown
+from langgraph_hirag.replies import (
+    LINE,
+    NEXT_EXAMPLE,
+    copies_example,
+    final_line,
+    first_line,
+    invents_names,
+    is_unknown,
+)
 from langgraph_hirag.state import Attempt, HiRAGState, SubQuestionTrace
 from multihop_rag.frameworks.langgraph import dialogue_node, run_settings
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
@@ -149,7 +157,9 @@ class RetrievalNodes:
         flagged: list[str] = []
         prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
         response, calls, cut = yield from self._answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        verdict = yield from self._judge(response, sub_question, state["knowledge"])
+        invented = (settings.grounded_sub_answers and not is_unknown(response)
+                    and invents_names(response, f"{state['knowledge']} {sub_question}"))
+        verdict = "no" if invented else (yield from self._judge(response, sub_question, state["knowledge"]))
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
         t = len(attempts) - 1  # rethink rounds done before this attempt
         draw = fallback_draw(settings.seed, state["question"], sub_question, t)
@@ -159,9 +169,10 @@ class RetrievalNodes:
             "attempts": attempts,
             "outcome": "verified" if verdict == "yes" else "",
             "fallback": fallback,
-            "llm_calls": calls + (not is_unknown(response)),
+            "llm_calls": calls + (not is_unknown(response) and not invented),
             "truncated": cut,
             "copied_examples": flagged,
+            "invented_sub_answers": [response] if invented else [],
         }
 
     def after_verify(self, state: HiRAGState) -> Literal["record", "internal_knowledge", "rethink"]:

@@ -84,6 +84,9 @@ class HiRAGOutput(TypedDict, total=False):
     invented_answers: Annotated[list[str], operator.add]
     """Short answers the extraction step wrote with a word found neither in the line it extracted from nor
     in the question, replaced by that line (``grounded_extraction``) (append)."""
+    invented_sub_answers: Annotated[list[str], operator.add]
+    """Sub-answers that named something neither their chunk nor their sub-question names, rejected without
+    the Filter's call (``grounded_sub_answers``) (append)."""
     summary_reads: list[str]
     """Ids of the chunks the Summarizer read beside the sub-answers, in order (``reader_tokens``; none without)."""
     truncated: Annotated[int, operator.add]

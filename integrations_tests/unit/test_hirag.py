@@ -980,3 +980,36 @@ def test_a_store_that_cannot_be_copied_is_said_once_and_the_corpus_still_updates
         "a vector store of type InMemoryVectorStore cannot be copied before an update: one cut half-way may leave it "
         "apart from the index's folder (rebuild then); a Chroma store can be") == 1
     assert [d.title for d in again.documents] == list(dict.fromkeys(t for t, _ in PASSAGES))
+
+
+def test_invents_names_reads_capitalised_names_only():
+    from langgraph_hirag.replies import invents_names
+
+    chunk = "The Kesh Bridge is a stone bridge in Velmora, Astrel. It was designed by Tomas Halvard."
+    assert invents_names("The river under the Kesh Bridge is the Velmora River.", chunk)  # a name the chunk lacks
+    assert invents_names("It was founded in Caldor, Norway.", "It was founded in 1735 in Caldor.")
+    assert invents_names("The other river is the Lisk.", chunk)
+    assert not invents_names("Tomas Halvard designed the Kesh Bridge.", chunk)  # sentence-initial names count too
+    assert not invents_names("The Kesh bridge stands in velmora.", chunk)  # any case, articles aside
+    assert not invents_names("It was designed in 1788. Halvard was its engineer.", chunk)
+    assert not invents_names("Yes, it is in Velmora.", chunk)  # a sentence's first word may be any word
+    assert not invents_names("It is in the town asked about, Velmora.", "Which town is Velmora?", )
+
+
+def test_a_sub_answer_naming_what_its_chunk_does_not_fails_verification(corpus):
+    """Issue 40: on the demo the 1.5B read "The river that flows under the Kesh Bridge is the Velmora River"
+    from a chunk naming no river, "founded in Caldor, Norway", and "the Lisk" (a prompt example's river);
+    the Filter of eq. (6), seeing no chunk, verified all three."""
+    wrong = {
+        "Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard."),
+        "Where was Tomas Halvard born?": ("born in Dunmere", "Tomas Halvard was born in Estmark."),
+    }
+    script = Script(facts=wrong)
+    state = run(corpus, script, th1=2, grounded_sub_answers=True)
+    assert state["trace"][0]["source"] == "retrieval"
+    assert not any(a["verified"] for a in state["trace"][1]["attempts"])  # Estmark is not in any chunk read
+    assert state["trace"][1]["attempts"][0]["response"] == "Tomas Halvard was born in Estmark."
+    assert set(state["invented_sub_answers"]) == {"Tomas Halvard was born in Estmark."}
+    assert script.calls.count("judge") == 1  # a rejected name costs no Filter call
+    # off: the Filter of eq. (6) alone, which lets it through
+    assert run(corpus, Script(facts=wrong), th1=2, grounded_sub_answers=False)["sub_answers"][1] == "Tomas Halvard was born in Estmark."
