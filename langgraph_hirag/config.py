@@ -50,11 +50,12 @@ class HiRAGConfig(BaseModel):
         "entity read fluently passes."
     )
     grounded_sub_answers: bool = Field(
-        False, description="A sub-answer naming a person, place or thing (a run of capitalised words) that neither its "
+        True, description="A sub-answer naming a person, place or thing (a run of capitalised words) that neither its "
         "chunk and profile nor its sub-question names fails verification without the Filter's call, and rethink goes "
         "on (ours; Algorithm 1, line 25 verifies against the chunk c_s). False: the Filter's yes/no alone (eq. 6). On "
         "the demo the 1.5B read \"the Velmora River\" and \"Caldor, Norway\" from chunks naming neither, and the "
-        "Filter, which sees no chunk, verified both."
+        "Filter, which sees no chunk, verified both. Tuning questions 101–140: F1 0.337 against 0.287 on 2Wiki, 0.118 "
+        "against 0.114 on MuSiQue, 3 questions better and none worse."
     )
     summarize_reads_evidence: bool = Field(
         False, description="The Summarizer reads each (sub-question, sub-answer) pair and the chunks they were verified "

@@ -796,6 +796,7 @@ def test_the_paper_defaults_keep_eq_6_and_eq_2_as_they_were():
     config = HiRAGConfig()
     assert (config.verify_reads_chunk, config.summarize_reads_evidence, config.ask_again_if_restated) == (False, False, False)
     assert config.answer_without_evidence and config.rewrite_top_k == 1 and config.reader_tokens == 0
+    assert config.grounded_sub_answers  # ours, measured; False is eq. (6)'s Filter alone
 
 
 def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold(corpus):
@@ -805,7 +806,7 @@ def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold
         "Where was Tomas Halvard born?": ("born in Dunmere", "Tomas Halvard was born in Estmark."),
     }
     script = Script(facts=wrong)
-    state = run(corpus, script, th1=2, verify_reads_chunk=True)
+    state = run(corpus, script, th1=2, verify_reads_chunk=True, grounded_sub_answers=False)  # the Filter alone
     assert "judge" not in script.calls and script.calls.count("grounded_judge") >= 2
     first = script.prompts["grounded_judge"][0]
     assert "designed by Tomas Halvard and opened in 1871" in first.rsplit("Known information: ", 1)[1]
@@ -813,7 +814,7 @@ def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold
     assert state["trace"][1]["source"] != "retrieval"  # never verified: rethink went on
     assert not any(a["verified"] for a in state["trace"][1]["attempts"])
     # the ungrounded Filter of eq. (6) lets the same wrong answer through
-    plain = run(corpus, Script(facts=wrong), th1=2)
+    plain = run(corpus, Script(facts=wrong), th1=2, grounded_sub_answers=False)
     assert plain["sub_answers"][1] == "Tomas Halvard was born in Estmark."
 
 
