@@ -40,7 +40,8 @@ Algorithm 1 (Appendix A.2), node by node::
   naming something neither the chunk + profile nor the sub-question names fails without the judge.
 - ``rethink`` (Algorithm 1, lines 31-36): attempt t failed; every ``th2``-th failure (or when the
   document has no further chunk) moves to the next document and its best chunk, other failures
-  to the next chunk; after ``th3`` attempts the sub-question is given up. Defaults th2 = 3, th3 = 4
+  to the next chunk; after ``th3`` attempts the sub-question is given up. With ``dense_rethink`` (ours),
+  once the entity's titles run out the next document is that of the nearest untried chunk (dense). Defaults th2 = 3, th3 = 4
   as in the authors' code and §5.3 ("the default maximum number of retrievals is 4").
 - ``internal_knowledge`` (eq. 7): after the t-th rethink fails, with probability (t/m)² the model
   answers from its own knowledge (m = 5, §4.4); the draw is a seeded hash of (seed, question,

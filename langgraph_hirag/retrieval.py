@@ -205,9 +205,19 @@ class RetrievalNodes:
         more_chunks = state["chunk_rank"] + 1 < len(self.corpus.document(title).chunk_ids)
         if t % settings.th2 != 0 and more_chunks:
             return {"level": "chunk", "chunk_rank": state["chunk_rank"] + 1}
-        if state["doc_rank"] + 1 >= len(state["candidates"]):
+        if state["doc_rank"] + 1 < len(state["candidates"]):
+            return {"level": "document", "doc_rank": state["doc_rank"] + 1, "chunk_rank": 0}
+        nearest = self._nearest_untried(state) if settings.dense_rethink else None
+        if nearest is None:
             return {"outcome": "gave_up", "response": ""}
-        return {"level": "document", "doc_rank": state["doc_rank"] + 1, "chunk_rank": 0}
+        return {"level": "document", "candidates": [*state["candidates"], nearest], "doc_rank": state["doc_rank"] + 1,
+                "chunk_rank": 0}
+
+    def _nearest_untried(self, state: HiRAGState) -> str | None:
+        """The title of the corpus's chunk nearest the sub-question (dense) whose document no attempt read."""
+        tried = set(state["candidates"][: state["doc_rank"] + 1])
+        hits = self.corpus.search(state["current"], len(tried) + run_settings(self.config).title_candidates)
+        return next((str(h.metadata["title"]) for h in hits if h.metadata.get("title") not in tried), None)
 
     def after_rethink(self, state: HiRAGState) -> Literal["retrieve_document", "record"]:
         return "record" if state["outcome"] == "gave_up" else "retrieve_document"

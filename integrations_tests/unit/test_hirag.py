@@ -1014,3 +1014,22 @@ def test_a_sub_answer_naming_what_its_chunk_does_not_fails_verification(corpus):
     assert script.calls.count("judge") == 1  # a rejected name costs no Filter call
     # off: the Filter of eq. (6) alone, which lets it through
     assert run(corpus, Script(facts=wrong), th1=2, grounded_sub_answers=False)["sub_answers"][1] == "Tomas Halvard was born in Estmark."
+
+
+def test_when_the_entitys_titles_run_out_rethink_goes_on_to_the_nearest_untried_document(corpus):
+    """Issue 40: on the demo "What is the name of the river that flows under the Kesh Bridge?" matched one title,
+    whose one chunk names no river, and the sub-question was given up after one attempt of th3 = 4; the river is
+    in the passage about the town the bridge stands in."""
+    sub_question = "Which port town is near the Kesh Bridge?"
+    facts = {sub_question: ("Dunmere is a port town", "Dunmere is a port town on the Sable River.")}
+    script = Script(sub_questions=[sub_question], entities={sub_question: "Kesh Bridge"}, facts=facts)
+    state = run(corpus, script, th3=4, m=1000, dense_rethink=True)
+    attempts = state["trace"][0]["attempts"]
+    assert [(a["title"], a["level"]) for a in attempts][:2] == [("Kesh Bridge", "first"), ("Kesh Bridge", "chunk")]
+    assert ("Dunmere", "document", True) in [(a["title"], a["level"], a["verified"]) for a in attempts[2:]]
+    assert state["sub_answers"] == ["Dunmere is a port town on the Sable River."]
+    assert len({a["title"] for a in attempts}) == len(attempts) - 1  # no document read twice
+    # off: the entity's titles are the only documents, as in Algorithm 1
+    paper = run(corpus, Script(sub_questions=[sub_question], entities={sub_question: "Kesh Bridge"}, facts=facts),
+                th3=4, m=1000, dense_rethink=False)
+    assert paper["trace"][0]["source"] == "gave_up" and len(paper["trace"][0]["attempts"]) == 2
