@@ -37,10 +37,11 @@ class HiRAGConfig(BaseModel):
     th2: int = Field(3, ge=1, description="Every th2-th failed attempt rethinks at document level (Algorithm 1 line 31; authors' code: 3).")
     th3: int = Field(4, ge=1, description="Attempts per sub-question before giving up (Algorithm 1 line 34; §5.3: 4 retrievals).")
     dense_rethink: bool = Field(
-        False, description="When the titles matching the entity run out before th3 attempts, a document-level rethink "
+        True, description="When the titles matching the entity run out before th3 attempts, a document-level rethink "
         "goes on to the document of the corpus's chunk nearest the sub-question (dense search) that no attempt read "
         "(ours). False: the sub-question is given up there, the titles being Algorithm 1's only documents; on the demo "
-        "\"the river under the Kesh Bridge\" matched one title, whose one chunk names no river."
+        "\"the river under the Kesh Bridge\" matched one title, whose one chunk names no river. Tuning questions "
+        "101–140: 2Wiki F1 0.362 against 0.337 (1 better, none worse), MuSiQue 0.118 both, about one call more."
     )
     m: int = Field(5, ge=1, description="Eq. (7): internal knowledge with probability (t/m)² after the t-th failed rethink (§4.4: 5).")
     seed: int = Field(0, description="Seed of the (t/m)² draws (a hash of seed, question, sub-question and t).")

@@ -797,6 +797,7 @@ def test_the_paper_defaults_keep_eq_6_and_eq_2_as_they_were():
     assert (config.verify_reads_chunk, config.summarize_reads_evidence, config.ask_again_if_restated) == (False, False, False)
     assert config.answer_without_evidence and config.rewrite_top_k == 1 and config.reader_tokens == 0
     assert config.grounded_sub_answers  # ours, measured; False is eq. (6)'s Filter alone
+    assert config.dense_rethink  # ours, measured; False: the entity's titles are the only documents
 
 
 def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold(corpus):
