@@ -246,7 +246,7 @@ def test_chunk_level_rethink_takes_the_next_chunk_of_the_same_document(corpus):
 def test_rethink_order_and_give_up(corpus, th2, th3, expected):
     sub_question = "What was Tomas Halvard's favourite colour?"
     script = Script(sub_questions=[sub_question], entities={sub_question: "Tomas Halvard"}, facts={})
-    state = run(corpus, script, th1=2, th2=th2, th3=th3, m=1000)
+    state = run(corpus, script, th1=2, th2=th2, th3=th3, m=1000, dense_rethink=False)  # Algorithm 1's documents
     trace = state["trace"][0]
     assert [(a["doc_rank"], a["chunk_rank"], a["level"]) for a in trace["attempts"]] == expected
     assert trace["source"] == "gave_up" and state["sub_answers"] == [""]
