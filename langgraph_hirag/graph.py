@@ -176,8 +176,8 @@ def _per_question_reset() -> dict[str, Any]:
         "reasoning": "",
         "answer": "",
         "summary_reads": [],
-        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples", "invented_answers",
-                                                   "invented_sub_answers")},
+        **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples",
+                                          "invented_answers", "invented_sub_answers")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
 

@@ -72,8 +72,13 @@ def invents_words(answer: str, source: str) -> bool:
 def names_example_entity(text: str, context: str) -> bool:
     """Whether ``text`` names a few-shot example's made-up entity that ``context`` (the question and the
     sub-answers so far) does not: a small model copying the prompt."""
-    padded, known = f" {normalize_answer(text)} ", f" {normalize_answer(context)} "
+    padded, known = _padded(text), _padded(context)
     return any(f" {e} " in padded and f" {e} " not in known for e in _EXAMPLE_ENTITIES)
+
+
+def _padded(text: str) -> str:
+    """``text`` normalised and padded with spaces, so `` {phrase} `` in it finds whole words only."""
+    return f" {normalize_answer(text)} "
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -84,7 +89,7 @@ def invents_names(answer: str, source: str) -> bool:
     """Whether ``answer`` names something ``source`` does not: a run of capitalised words (a sentence's first
     word aside, which may be any word) that is not, after HotpotQA's normalisation, a phrase of ``source``.
     "the Velmora River" read from a chunk that says "a bridge in Velmora" invents a name."""
-    known = f" {normalize_answer(source)} "
+    known = _padded(source)
     for sentence in _SENTENCE.split(answer.strip()):
         sentence = sentence.lstrip("\"'“‘([ ")
         for run in _NAME_RUN.finditer(sentence):
