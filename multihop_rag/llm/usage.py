@@ -124,11 +124,3 @@ class Stages:
                 "calls_per_second": round(spent.calls / wall, 3) if wall > 0 else 0.0,
                 "peak_rss_mb": round(peak_rss_mb(), 1),
             }
-
-    def total(self) -> dict[str, Any]:
-        """Sums over the stages (peak RSS: the largest)."""
-        keys = ("seconds", "busy_seconds", "calls", "cache_hits", "prompt_tokens", "completion_tokens")
-        out: dict[str, Any] = {k: sum(f[k] for f in self.figures.values()) for k in keys}
-        out["busy_share"] = round(out["busy_seconds"] / out["seconds"], 3) if out["seconds"] else 0.0
-        out["peak_rss_mb"] = max((f["peak_rss_mb"] for f in self.figures.values()), default=round(peak_rss_mb(), 1))
-        return out
