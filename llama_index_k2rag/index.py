@@ -8,8 +8,9 @@ Build (``from_documents``) and every update (``insert``, ``delete_ref_doc``, ``u
    LLM by default, window by window for a long one so every token reaches a summary; a local
    seq2seq model; or none); documents shorter than ``min_summary_tokens`` are kept as they are;
 2. chunks of S=256, O=20 (eq. 1-2) of the summaries, titled, go to the storage context's vector
-   store (dense: Chroma, the paper's, or any LlamaIndex store) and its docstore; a BM25 index over
-   every chunk (sparse, Okapi BM25 via bm25s, no model call) is rebuilt;
+   store (dense: Chroma, the paper's, or any LlamaIndex store) and its docstore — embedded as the
+   summaries come in, beside the summary calls still in flight; a BM25 index over every chunk
+   (sparse, Okapi BM25 via bm25s, no model call) is rebuilt;
 3. chunks of S=300, O=100 of the summaries go to the knowledge graph (new chunks extracted,
    removed ones and what was extracted from them deleted).
 
@@ -210,30 +211,38 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         config, started, before = self.config, time.perf_counter(), self.llm.usage
         first_build = not self.documents
         gone = [self.documents.pop(d) for d in remove if d in self.documents]
+        chunks: dict[int, tuple[list[TextNode], list[TextNode]]] = {}
+        unembedded: list[TextNode] = []
+
+        def chunk(i: int, summary: tuple[str, bool]) -> None:
+            """Document ``i``'s chunks as its summary comes in, embedded 64 at a time beside the calls in flight."""
+            text, summarized = summary
+            vector = _chunk_nodes(add[i], text, summarized, config.chunk_size, config.chunk_overlap, "vector")
+            chunks[i] = (vector, _chunk_nodes(add[i], text, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg"))
+            unembedded.extend(vector)
+            if len(unembedded) >= 64:
+                self._embed_chunks(unembedded)
+                unembedded.clear()
+
         with self._stages.stage("summarize"):
-            summaries = map_bounded(self._summarize, list(add), max_concurrency=self.max_concurrency,
-                                    desc="K2RAG summaries", show_progress=self._show_progress)
-        with self._stages.stage("dense"):
             dead = [c for info in gone for c in info["chunks"]]
-            for part in batched(dead):
+            for part in batched(dead):  # first: a re-indexed document's unchanged chunks come back with the same ids
                 self._dense.delete_nodes(list(part), delete_from_docstore=True)
             for node_id in dead:  # the docstore keeps every chunk (for BM25 and reloads)
                 self.docstore.delete_document(node_id, raise_error=False)
+            summaries = map_bounded(self._summarize, list(add), max_concurrency=self.max_concurrency,
+                                    desc="K2RAG summaries", show_progress=self._show_progress, on_result=chunk)
+        with self._stages.stage("dense"):
+            self._embed_chunks(unembedded)
             fresh, kg_fresh = [], []
-            for doc, (summary, summarized) in zip(add, summaries, strict=True):
-                chunks = _chunk_nodes(doc, summary, summarized, config.chunk_size, config.chunk_overlap, "vector")
-                kg_chunks = _chunk_nodes(doc, summary, summarized, config.kg_chunk_size, config.kg_chunk_overlap, "kg")
+            for i, (doc, (summary, _)) in enumerate(zip(add, summaries, strict=True)):
+                vector, kg = chunks[i]
                 self.documents[doc.doc_id] = {
                     "hash": document_hash(doc), "title": str(doc.metadata.get("title", "")), "text": doc.text, "summary": summary,
-                    "chunks": [n.node_id for n in chunks], "kg_chunks": [n.node_id for n in kg_chunks],
+                    "chunks": [n.node_id for n in vector], "kg_chunks": [n.node_id for n in kg],
                 }
-                fresh += chunks
-                kg_fresh += kg_chunks
-            for batch in batched(fresh, 64):
-                vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
-                for node, vector in zip(batch, vectors, strict=True):
-                    node.embedding = vector
-                self._dense.insert_nodes(batch)
+                fresh += vector
+                kg_fresh += kg
             self.docstore.add_documents(fresh, allow_update=True)
         with self._stages.stage("sparse"):
             self.sparse = SparseStore.from_nodes(self._chunk_nodes()) if self.documents else None
@@ -243,6 +252,14 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         self.last_update = {"added": [d.doc_id for d in add], "removed": list(remove), "llm_calls": spent.calls,
                             "cache_hits": spent.cache_hits, "seconds": round(time.perf_counter() - started, 1)}
         return self.last_update
+
+    def _embed_chunks(self, nodes: Sequence[TextNode]) -> None:
+        """Embed ``nodes`` and write them to the dense store."""
+        for batch in batched(nodes, 64):
+            vectors = self.embed_model.get_text_embedding_batch([n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch])
+            for node, vector in zip(batch, vectors, strict=True):
+                node.embedding = vector
+            self._dense.insert_nodes(list(batch))
 
     def _chunk_nodes(self) -> list[BaseNode]:
         ids = [c for info in self.documents.values() for c in info["chunks"]]

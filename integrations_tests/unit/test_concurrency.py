@@ -110,3 +110,17 @@ def test_a_stage_that_fails_stops_the_other_and_its_error_is_raised():
         side_by_side(lambda limit: map_bounded(lambda i: seen.call("a"), list(range(200)), max_concurrency=limit,
                                                show_progress=False), failing, max_concurrency=2)
     assert seen.order.count("a") < 20
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_each_result_is_handed_on_as_it_comes_in_on_the_calling_thread(slots):
+    """``on_result`` lets a stage work on a finished call's result (K²RAG embeds a summarized document's chunks)
+    while the other calls are in flight."""
+    caller, seen = threading.get_ident(), []
+
+    def handed(i: int, result: int) -> None:
+        seen.append((i, result, threading.get_ident() == caller))
+
+    assert map_bounded(lambda x: x * 2, list(range(10)), max_concurrency=slots, show_progress=False, on_result=handed) == [
+        2 * i for i in range(10)]
+    assert sorted(seen) == [(i, 2 * i, True) for i in range(10)]

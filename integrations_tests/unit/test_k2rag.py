@@ -638,3 +638,41 @@ def test_a_graph_build_that_fails_stops_the_next_batch_extraction_at_once():
     embed.broken = False
     kg = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), embed, max_concurrency=4, show_progress=False)
     assert kg.triples() == 96
+
+
+def test_chunks_are_embedded_while_other_documents_are_still_being_summarized():
+    """With slots to spare, a document's chunks are embedded as soon as its summary is in (a short document's at
+    once: it is not summarized) while the other summary calls are in flight, instead of after the last one
+    (issue 42: the dense store's embedding was 4 of a build's 10 s with no call in flight at 250 passages)."""
+    import threading
+
+    lock, summaries, embeddings = threading.Lock(), [], []
+
+    def summarize(prompt: str) -> str:
+        started = time.perf_counter()
+        time.sleep(0.05)
+        with lock:
+            summaries.append((started, time.perf_counter()))
+        return "A summary of a long passage about the Orrin."
+
+    class TimedEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            with lock:
+                embeddings.append(time.perf_counter())
+            return [self._vector(t) for t in texts]
+
+        async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return self._get_text_embeddings(texts)
+
+    long_text = " ".join(f"Town{i} lies on the Orrin, a river of the north." for i in range(40))  # past min_summary_tokens
+    docs = ([Document(id_=f"l{i}", text=long_text, metadata={"title": f"Long{i}"}) for i in range(8)]
+            + [Document(id_=f"s{i}", text=f"Town{i} lies on the Orrin.", metadata={"title": f"Town{i}"}) for i in range(80)])
+    index = K2RAGIndex.from_documents(docs, llm=ScriptedLLM(summarize), embed_model=TimedEmbedding(dim=64), summarizer="llm",
+                                      kg=None, max_concurrency=4, show_progress=False)
+    assert len(summaries) == 8 and len(index.sparse) == 88
+    assert any(a < t < b for t in embeddings for a, b in summaries), "no chunk was embedded while a summary call ran"
+    # The same stores as one document after the other.
+    serial = K2RAGIndex.from_documents(docs, llm=ScriptedLLM(lambda p: "A summary of a long passage about the Orrin."),
+                                       embed_model=HashEmbedding(dim=64), summarizer="llm", kg=None, max_concurrency=1,
+                                       show_progress=False)
+    assert list(index.documents) == list(serial.documents) and stored_ids(index.vector_store) == stored_ids(serial.vector_store)

@@ -78,27 +78,36 @@ def map_bounded(
     max_concurrency: int | CallLimit,
     desc: str = "",
     show_progress: bool = True,
+    on_result: Callable[[int, R], None] | None = None,
 ) -> list[R]:
     """``[function(item) for item in items]`` with at most ``max_concurrency`` running at once (a number,
     or a :class:`CallLimit` shared with maps running beside this one); the progress bar moves as each
-    finishes. On an exception (a failed call, Ctrl-C) the calls not started yet are dropped, and it is
-    raised once the running ones are done."""
+    finishes. ``on_result(i, result)`` runs on the calling thread as each result comes in, so CPU work on
+    it overlaps the calls still in flight. On an exception (a failed call, Ctrl-C) the calls not started
+    yet are dropped, and it is raised once the running ones are done."""
     limit = max_concurrency if isinstance(max_concurrency, CallLimit) else CallLimit(max_concurrency)
+    results: list[Any] = [None] * len(items)
 
     def bounded(item: T) -> R:
         with limit.slot():
             return function(item)
 
+    def done(i: int, result: R) -> None:
+        results[i] = result
+        if on_result is not None:
+            on_result(i, result)
+
     if limit.size <= 1 or len(items) <= 1:
-        return [bounded(item) for item in tqdm(items, desc=desc, disable=not show_progress)]
-    results: list[Any] = [None] * len(items)
+        for i, item in enumerate(tqdm(items, desc=desc, disable=not show_progress)):
+            done(i, bounded(item))
+        return results
     with ThreadPoolExecutor(max_workers=limit.size, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
         total=len(items), desc=desc, disable=not show_progress
     ) as bar:
         futures = {pool.submit(bounded, item): i for i, item in enumerate(items)}
         try:
             for future in as_completed(futures):
-                results[futures[future]] = future.result()
+                done(futures[future], future.result())
                 bar.update()
         except BaseException:
             for future in futures:
