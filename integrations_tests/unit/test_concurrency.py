@@ -102,14 +102,28 @@ def test_a_stage_that_fails_stops_the_other_and_its_error_is_raised():
 
     def failing(limit):
         def call(i):
-            seen.call("b")
+            seen.call("a")
             raise ValueError("model down")
         return map_bounded(call, [1, 2], max_concurrency=limit, show_progress=False)
 
     with pytest.raises(ValueError, match="model down"):
+        side_by_side(failing, lambda limit: map_bounded(lambda i: seen.call("b"), list(range(200)), max_concurrency=limit,
+                                                        show_progress=False), max_concurrency=2)
+    assert seen.order.count("b") < 20
+
+
+def test_the_second_stage_failing_between_its_calls_stops_the_first():
+    """An embedder down while the second stage embeds (no call of its own in flight) stops the first's calls."""
+    seen = InFlight()
+
+    def failing(limit):
+        time.sleep(0.05)
+        raise ConnectionError("the embedding server went away")
+
+    with pytest.raises(ConnectionError, match="went away"):
         side_by_side(lambda limit: map_bounded(lambda i: seen.call("a"), list(range(200)), max_concurrency=limit,
                                                show_progress=False), failing, max_concurrency=2)
-    assert seen.order.count("a") < 20
+    assert seen.order.count("a") < 40
 
 
 @pytest.mark.parametrize("slots", [1, 3])
@@ -124,3 +138,18 @@ def test_each_result_is_handed_on_as_it_comes_in_on_the_calling_thread(slots):
     assert map_bounded(lambda x: x * 2, list(range(10)), max_concurrency=slots, show_progress=False, on_result=handed) == [
         2 * i for i in range(10)]
     assert sorted(seen) == [(i, 2 * i, True) for i in range(10)]
+
+
+def test_side_by_side_the_first_stages_calls_go_before_the_seconds():
+    """Issue 42: side by side, the two stages took turns at the slots, so SiReRAG's longer chain (propositions, then
+    the relatedness tree) ended later and its CPU work (embedding its leaves) then ran with no call in flight. Its
+    calls now go first while any wait; the second stage's take the slots it leaves free."""
+    seen = InFlight()
+
+    def stage(name, n):
+        return lambda limit: map_bounded(lambda i: seen.call(name), list(range(n)), max_concurrency=limit, show_progress=False)
+
+    side_by_side(stage("a", 16), stage("b", 8), max_concurrency=2)
+    last_a = len(seen.order) - 1 - seen.order[::-1].index("a")
+    assert seen.order[:last_a].count("b") <= 2  # only what it took before the first stage's calls queued
+    assert seen.order.count("b") == 8 and seen.most == 2

@@ -9,11 +9,12 @@ Threads, not ``asyncio.run``: library code must work inside a running event loop
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
@@ -25,50 +26,70 @@ R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
 
+
+@dataclass
+class _Slots:
+    """The state every view of one :class:`CallLimit` shares."""
+
+    free: int
+    cancelled: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    queue: list[tuple[int, object]] = field(default_factory=list)
+    """(priority, ticket) of each waiting call, in the order they came."""
+
+
 class CallLimit:
-    """At most ``size`` calls in flight across every :func:`map_bounded` given this limit (stages running
-    side by side). A freed slot goes to the call that has waited longest, so a stage that frees and
-    retakes slots back to back cannot starve the one beside it. After :meth:`cancel`, a call that has
-    not started raises ``CancelledError``."""
+    """At most ``size`` calls in flight across every :func:`map_bounded` given this limit or a view of it
+    (:meth:`ahead`: stages running side by side). A freed slot goes to a waiting call of the highest priority,
+    among those to the one that has waited longest, so a stage that frees and retakes slots back to back cannot
+    starve one of its rank beside it. After :meth:`cancel`, a call that has not started raises ``CancelledError``."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
-        self._free = self.size
-        self._cancelled = False
-        self._changed = threading.Condition()
-        self._queue: deque[object] = deque()
+        self.priority = 0
+        self._slots = _Slots(free=self.size)
+
+    def ahead(self) -> CallLimit:
+        """The same slots, for calls that go before this limit's own while any of them wait."""
+        view = copy.copy(self)
+        view.priority = self.priority + 1
+        return view
 
     @property
     def waiting(self) -> int:
         """Calls waiting for a slot."""
-        with self._changed:
-            return len(self._queue)
+        with self._slots.changed:
+            return len(self._slots.queue)
 
     @contextmanager
     def slot(self) -> Iterator[None]:
         """Hold one of the calls in flight for the duration of the block."""
-        with self._changed:
-            ticket = object()
-            self._queue.append(ticket)
+        slots, ticket = self._slots, object()
+        with slots.changed:
+            slots.queue.append((self.priority, ticket))
+
+            def my_turn() -> bool:
+                return slots.free > 0 and max(slots.queue, key=lambda waiting: waiting[0])[1] is ticket
+
             try:
-                self._changed.wait_for(lambda: self._cancelled or (self._free > 0 and self._queue[0] is ticket))
+                slots.changed.wait_for(lambda: slots.cancelled or my_turn())
             finally:
-                self._queue.remove(ticket)
-                self._changed.notify_all()  # the next in line may take a slot still free
-            if self._cancelled:
+                slots.queue.remove((self.priority, ticket))
+                slots.changed.notify_all()  # the next in line may take a slot still free
+            if slots.cancelled:
                 raise CancelledError("the build stopped; this call was not started")
-            self._free -= 1
+            slots.free -= 1
         try:
             yield
         finally:
-            with self._changed:
-                self._free += 1
-                self._changed.notify_all()
+            with slots.changed:
+                slots.free += 1
+                slots.changed.notify_all()
 
     def cancel(self) -> None:
-        with self._changed:
-            self._cancelled = True
-            self._changed.notify_all()
+        with self._slots.changed:
+            self._slots.cancelled = True
+            self._slots.changed.notify_all()
 
 
 def map_bounded(
@@ -88,8 +109,12 @@ def map_bounded(
     limit = max_concurrency if isinstance(max_concurrency, CallLimit) else CallLimit(max_concurrency)
     results: list[Any] = [None] * len(items)
 
+    stopped = threading.Event()
+
     def bounded(item: T) -> R:
         with limit.slot():
+            if stopped.is_set():
+                raise CancelledError("the stage stopped; this call was not started")
             return function(item)
 
     def done(i: int, result: R) -> None:
@@ -101,7 +126,9 @@ def map_bounded(
         for i, item in enumerate(tqdm(items, desc=desc, disable=not show_progress)):
             done(i, bounded(item))
         return results
-    with ThreadPoolExecutor(max_workers=limit.size, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
+    # A stage that goes first keeps a call waiting while its others are in flight, so a freed slot stays its own.
+    workers = limit.size * (2 if limit.priority else 1)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="multihop-rag-llm") as pool, tqdm(
         total=len(items), desc=desc, disable=not show_progress
     ) as bar:
         futures = {pool.submit(bounded, item): i for i, item in enumerate(items)}
@@ -110,6 +137,7 @@ def map_bounded(
                 done(futures[future], future.result())
                 bar.update()
         except BaseException:
+            stopped.set()
             for future in futures:
                 future.cancel()  # calls not started yet do not start
             raise
@@ -119,10 +147,11 @@ def map_bounded(
 def side_by_side(first: Callable[[CallLimit], A], second: Callable[[CallLimit], B], *, max_concurrency: int) -> tuple[A, B]:
     """``(first(limit), second(limit))``: two independent stages whose calls share one :class:`CallLimit`
     of ``max_concurrency``. With more than one call in flight ``second`` runs on its own thread beside
-    ``first``, so each fills the slots the other leaves free (a level waiting for the one below, CPU
-    work between calls); with one, they run one after the other (beside, the CPU work would only
-    slow the in-process model). If either fails (or Ctrl-C), neither starts another call, and the
-    error is raised once both have stopped."""
+    ``first`` and fills the slots ``first`` leaves free (a level waiting for the one below, CPU work
+    between calls): ``first``'s calls go first while any wait, so give it the longer chain of calls and
+    CPU work, which the build's end waits for. With one call in flight they run one after the other
+    (beside, the CPU work would only slow the in-process model). If either fails (or Ctrl-C), neither
+    starts another call, and the error is raised once both have stopped."""
     limit = CallLimit(max_concurrency)
     if limit.size <= 1:
         return first(limit), second(limit)
@@ -130,7 +159,7 @@ def side_by_side(first: Callable[[CallLimit], A], second: Callable[[CallLimit], 
         beside = side.submit(second, limit)
         beside.add_done_callback(lambda done: _cancel_on_failure(done, limit))
         try:
-            result = first(limit)
+            result = first(limit.ahead())
         except CancelledError:  # stopped by the failure of ``second``: that is the error to raise
             failure = beside.exception()
             if failure is not None and not isinstance(failure, CancelledError):
