@@ -258,8 +258,9 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
                                               "chunks": chunks_of.get(doc.doc_id, [])}
         todo = [c for c in chunks if c.id not in self.propositions] if config.relatedness or config.dual_clustering_on_chunks else []
         # The trees are independent (§4.1, §4.2): built side by side — propositions then the relatedness tree
-        # beside the chunks' embeddings then the similarity tree — so each fills the slots the other's CPU work
-        # and waits between levels leave free; the similarity tree on its own dict, merged back after.
+        # beside the chunks' embeddings then the similarity tree. The first is the longer chain, so its calls go
+        # first; the similarity tree's fill the slots its CPU work (embedding every aggregate) and waits between
+        # levels leave free. The similarity tree on its own dict, merged back after.
         similarity_nodes = {i: n for i, n in self.nodes.items() if n.tree == "similarity"}
         for nid in similarity_nodes:
             del self.nodes[nid]
