@@ -4,7 +4,8 @@ The paper queries Microsoft GraphRAG with the question and uses the text it retu
 A, §4.1). :class:`PropertyGraphKG` is the light default: LlamaIndex's property graph index with
 an LLM triple extractor (``SimpleLLMPathExtractor``) and its query engine over the graph. Chunks go
 in batch after batch: the next batch's triples are extracted (LLM calls) while the graph embeds and
-stores the last one (CPU), so a build against a server never leaves its slots idle for the embedding.
+stores the last one (CPU), so a build against a server never leaves its slots idle for the embedding;
+the last batches halve down to one round of calls, so the one stored with no call beside it is small.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -27,9 +28,10 @@ from pydantic import Field, PrivateAttr
 from tqdm.auto import tqdm
 
 from multihop_rag.llm.aio import call_sync, run_sync
-from multihop_rag.stores import batched
 
-__all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG"]
+__all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG", "graph_batches"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -164,8 +166,8 @@ class PropertyGraphKG:
     def add(self, nodes: Sequence[TextNode], show_progress: bool = False) -> None:
         """Extract the triples of new chunks into the graph, batch after batch: with more than one call in flight,
         the next batch is extracted while the last one is embedded and stored."""
-        size = max(32, 8 * self.extractor.max_concurrency)
-        batches = [list(part) for part in batched(nodes, size)]
+        slots, size = self.extractor.max_concurrency, max(32, 8 * self.extractor.max_concurrency)
+        batches = graph_batches(list(nodes), size=size, last=slots if slots > 1 else size)  # one at a time: no tail to shrink
 
         def extract(batch: list[TextNode]) -> list[BaseNode]:
             return list(run_sync(self.extractor.acall(batch)))
@@ -235,6 +237,17 @@ class PropertyGraphKG:
         if not isinstance(index, PropertyGraphIndex):
             raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
         return cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency))
+
+
+def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:
+    """``nodes`` in batches of ``size`` whose tail halves down to ``last``: each batch is stored while the next is
+    extracted, so the one stored with no call beside it, the last, is small (one round of calls)."""
+    batches, rest = [], nodes
+    while rest:
+        n = size if len(rest) > 2 * size else max(last, len(rest) // 2)
+        batches.append(rest[:n])
+        rest = rest[n:]
+    return batches
 
 
 def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int) -> _BoundedPathExtractor:

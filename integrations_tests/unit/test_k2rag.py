@@ -650,13 +650,14 @@ def test_chunks_are_embedded_while_other_documents_are_still_being_summarized():
 
     def summarize(prompt: str) -> str:
         started = time.perf_counter()
-        time.sleep(0.05)
+        time.sleep(0.3)
         with lock:
             summaries.append((started, time.perf_counter()))
         return "A summary of a long passage about the Orrin."
 
     class TimedEmbedding(HashEmbedding):
         def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            time.sleep(0.01)  # CPU work: it holds the thread
             with lock:
                 embeddings.append(time.perf_counter())
             return [self._vector(t) for t in texts]
@@ -665,8 +666,8 @@ def test_chunks_are_embedded_while_other_documents_are_still_being_summarized():
             return self._get_text_embeddings(texts)
 
     long_text = " ".join(f"Town{i} lies on the Orrin, a river of the north." for i in range(40))  # past min_summary_tokens
-    docs = ([Document(id_=f"l{i}", text=long_text, metadata={"title": f"Long{i}"}) for i in range(8)]
-            + [Document(id_=f"s{i}", text=f"Town{i} lies on the Orrin.", metadata={"title": f"Town{i}"}) for i in range(80)])
+    docs = ([Document(id_=f"s{i}", text=f"Town{i} lies on the Orrin.", metadata={"title": f"Town{i}"}) for i in range(80)]
+            + [Document(id_=f"l{i}", text=long_text, metadata={"title": f"Long{i}"}) for i in range(8)])
     index = K2RAGIndex.from_documents(docs, llm=ScriptedLLM(summarize), embed_model=TimedEmbedding(dim=64), summarizer="llm",
                                       kg=None, max_concurrency=4, show_progress=False)
     assert len(summaries) == 8 and len(index.sparse) == 88
@@ -676,3 +677,16 @@ def test_chunks_are_embedded_while_other_documents_are_still_being_summarized():
                                        embed_model=HashEmbedding(dim=64), summarizer="llm", kg=None, max_concurrency=1,
                                        show_progress=False)
     assert list(index.documents) == list(serial.documents) and stored_ids(index.vector_store) == stored_ids(serial.vector_store)
+
+
+def test_the_graphs_last_batches_halve_down_to_one_round_of_calls():
+    """Issue 42: a batch is embedded and stored while the next is extracted, but the last one has nothing beside
+    it: 32 chunks, 7 of a 250-passage build's 10 s with no call in flight. The tail halves down to one round of
+    calls (``max_concurrency`` chunks), so each batch is stored while a smaller one is extracted."""
+    from llama_index_k2rag.kg import graph_batches
+
+    sizes = [len(b) for b in graph_batches(list(range(250)), size=32, last=4)]
+    assert sizes == [32] * 6 + [29, 14, 7, 4, 4] and sum(sizes) == 250
+    assert [len(b) for b in graph_batches(list(range(20)), size=32, last=4)] == [10, 5, 4, 1]
+    assert [len(b) for b in graph_batches(list(range(3)), size=32, last=1)] == [1, 1, 1]
+    assert graph_batches([], size=32, last=4) == []
