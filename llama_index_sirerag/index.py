@@ -60,10 +60,10 @@ from llama_index_sirerag.propositions import (
     titled,
 )
 from llama_index_sirerag.retriever import SiReRAGRetriever
-from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, node_id, tree_stats
+from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, embedder_identity, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
-from multihop_rag.indexing.clustering import cluster
+from multihop_rag.indexing.clustering import replayable_cluster
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
@@ -238,7 +238,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
     def _builder(self, tree: str, limit: CallLimit) -> TreeBuilder:
         return TreeBuilder(tree=tree, llm=self.llm, embed_model=self.embed_model, clustering=self.config.clustering(),
                            depth=self.config.tree_depth, max_concurrency=limit,
-                           show_progress=self._show_progress, failures=self.failures)
+                           show_progress=self._show_progress, failures=self.failures, decisions=self.llm.cache)
 
     def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
         """Remove documents ``remove`` and add documents ``add``, updating both trees and the store."""
@@ -348,7 +348,8 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
             entities = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + (names[-1] if names else "nothing")
             mentions.append(prompts.ENTITY_MENTIONS.format(entities=entities))
         vectors = self.embed_model.get_text_embedding_batch(mentions, show_progress=False)
-        return cluster(vectors, [count_tokens(c.text) for c in chunks], self.config.clustering())
+        return replayable_cluster(mentions, vectors, [count_tokens(c.text) for c in chunks], self.config.clustering(),
+                                  store=self.llm.cache, embedder=embedder_identity(self.embed_model))
 
     def _grouped_propositions(self) -> list[Proposition]:
         """Every proposition, with the entities the relatedness tree groups by (the config's entity filter) and,

@@ -34,11 +34,11 @@ from llama_index.core.response_synthesizers import ResponseMode
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_sirerag.prompts import SUMMARY_QUERY
-from multihop_rag.indexing.clustering import ClusterConfig, cluster
+from multihop_rag.indexing.clustering import ClusterConfig, DecisionStore, replayable_cluster
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.concurrency import CallLimit, map_bounded
 
-__all__ = ["TreeNode", "TreeBuilder", "as_vectors", "node_id", "tree_stats"]
+__all__ = ["TreeNode", "TreeBuilder", "as_vectors", "embedder_identity", "node_id", "tree_stats"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,11 @@ def as_vectors(vectors: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return list(np.asarray(vectors, dtype=np.float32)) if len(vectors) else []
 
 
+def embedder_identity(embed_model: BaseEmbedding) -> str:
+    """What a clustering decision depends on besides the texts: the embedder's class and model."""
+    return f"{embed_model.class_name()}:{embed_model.model_name}"
+
+
 def _vectors(nodes: Sequence[TreeNode]) -> np.ndarray:
     """The nodes' embeddings, one row each (every node of a layer is embedded before it is clustered)."""
     missing = [n.id for n in nodes if n.embedding is None]
@@ -97,6 +102,8 @@ class TreeBuilder:
     """Summaries written by the last :meth:`add_leaves` / :meth:`remove_leaves`."""
     splits: int = 0
     """Clusters split because they outgrew ``max_cluster_tokens`` (the drift bound)."""
+    decisions: DecisionStore | None = None
+    """Where clustering decisions are kept, so a build resumed on another machine makes the same ones."""
 
     # ---- summaries ----------------------------------------------------------------------------
 
@@ -117,6 +124,10 @@ class TreeBuilder:
     def _embed(self, texts: list[str]) -> list[np.ndarray]:
         return as_vectors(self.embed_model.get_text_embedding_batch(texts, show_progress=False)) if texts else []
 
+    def _cluster(self, nodes: Sequence[TreeNode]) -> list[list[int]]:
+        return replayable_cluster([n.text for n in nodes], _vectors(nodes), [count_tokens(n.text) for n in nodes],
+                                  self.clustering, store=self.decisions, embedder=embedder_identity(self.embed_model))
+
     # ---- a whole tree ---------------------------------------------------------------------------
 
     def build(self, leaves: Sequence[TreeNode], nodes: dict[str, TreeNode],
@@ -130,7 +141,7 @@ class TreeBuilder:
         for level in range(1, self.depth + 1):
             if len(layer) <= 1:
                 break
-            groups = cluster(_vectors(layer), [count_tokens(n.text) for n in layer], self.clustering)
+            groups = self._cluster(layer)
             if level == 1:
                 groups += [sorted(c) for c in extra_first_clusters if c]
             layer = self._add_level(nodes, level, [[layer[i] for i in members] for members in groups])
@@ -230,7 +241,7 @@ class TreeBuilder:
     def _split(self, node: TreeNode, nodes: dict[str, TreeNode]) -> list[list[TreeNode]]:
         """The drift bound: a cluster too long for one summary call is clustered again on its own."""
         children = [nodes[c] for c in node.children if c in nodes]
-        groups = cluster(_vectors(children), [count_tokens(c.text) for c in children], self.clustering)
+        groups = self._cluster(children)
         self.splits += len(groups) > 1
         return [[children[i] for i in g] for g in groups]
 

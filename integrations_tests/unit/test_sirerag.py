@@ -1,12 +1,14 @@
 """SiReRAG with deterministic fakes: grouping, trees, pool, ablations, persistence, cache."""
 
 import contextlib
+import hashlib
 import itertools
 import json
 import re
 import threading
 import time
 
+import numpy as np
 import pytest
 from llama_index.core import Document
 
@@ -351,6 +353,25 @@ def test_second_build_is_answered_from_the_cache(docs, tmp_path):
     second, llm2 = build(docs, tmp_path)
     assert len(llm2.prompts) == 0 and second.stats()["llm"]["cache_hits"] == first.stats()["llm"]["calls"]
     assert set(second.nodes) == set(first.nodes)
+
+
+class OtherMachineEmbedding(HashEmbedding):
+    """The same texts embedded on another CPU: vectors off by float noise (as MiniLM's are between machines)."""
+
+    def _vector(self, text: str) -> list[float]:
+        seed = int(hashlib.md5(text.encode()).hexdigest(), 16) % 2**32
+        return list(np.asarray(super()._vector(text)) + np.random.default_rng(seed).normal(0, 1e-4, self.dim))
+
+
+def test_a_build_resumed_on_another_machine_replays_its_clusters_and_their_summaries(docs, tmp_path):
+    """UMAP turns float noise into other clusters; a committed cache must still replay the first machine's."""
+    first, _ = build(docs, tmp_path)
+    llm = fake_llm()
+    second = SiReRAGIndex.from_documents(docs, llm=llm, embed_model=OtherMachineEmbedding(), show_progress=False,
+                                         cache=tmp_path / "calls.sqlite")
+    assert llm.prompts == []
+    assert {n.id for n in second.nodes.values() if n.kind == "summary"} == \
+        {n.id for n in first.nodes.values() if n.kind == "summary"}
 
 
 def test_persist_and_reload_round_trip(default_index, tmp_path):

@@ -157,7 +157,7 @@ class LLMCache:
             self._db.close()
 
     def describe(self) -> dict[str, Any]:
-        """Where the cache is and how many replies it holds (for an index's ``stats()``)."""
+        """Where the cache is and how many entries it holds (replies and clustering decisions; for an index's ``stats()``)."""
         return {"path": str(self.path) if self.path else None, "entries": len(self)}
 
 
