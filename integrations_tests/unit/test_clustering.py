@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from multihop_rag.indexing.clustering import ClusterConfig, cluster, gmm_soft_clusters
+from multihop_rag.indexing.clustering import ClusterConfig, cluster, gmm_soft_clusters, replayable_cluster
 
 
 def blobs(n: int, k: int = 4, dim: int = 32, seed: int = 0, labels: bool = False):
@@ -61,6 +61,23 @@ def test_bic_never_picks_n_minus_one():
 def test_deterministic():
     x = blobs(50, seed=5)
     assert cluster(x, [50] * 50) == cluster(x, [50] * 50)
+
+
+class DictStore(dict):
+    def put(self, key, value):
+        self[key] = value
+
+
+def test_float_noise_changes_clusters_but_a_kept_decision_replays_for_the_same_texts():
+    x = np.random.default_rng(7).normal(size=(60, 16))  # no structure: UMAP's layout decides
+    noisy = x + np.random.default_rng(8).normal(0, 1e-7, x.shape)
+    texts, tokens, config = [f"text {i}" for i in range(60)], [50] * 60, ClusterConfig()
+    assert cluster(x, tokens, config) != cluster(noisy, tokens, config)
+    store = DictStore()
+    first = replayable_cluster(texts, x, tokens, config, store=store, embedder="minilm")
+    assert replayable_cluster(texts, noisy, tokens, config, store=store, embedder="minilm") == first
+    assert replayable_cluster(texts, noisy, tokens, config, store=store, embedder="bge") == cluster(noisy, tokens, config)
+    assert len(store) == 2
 
 
 def test_mismatched_lengths_raise():
