@@ -4,8 +4,9 @@
 # that starts from a copy of the baseline folder's LLM-call cache: the calls a variant shares with the
 # baseline (naive's, the rounds before the change) replay, and only what the change alters is paid for.
 # FRESH=1 starts a variant with an empty cache instead, so every call is made and its seconds compare (a
-# change meant to save time).
-# Usage: [POOL=20] [METHODS=naive,k2rag] [FRESH=1] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
+# change meant to save time). SEED=VARIANT starts it from another variant's cache instead of the baseline's
+# (e.g. a SiReRAG change from the SiReRAG run it departs from: its propositions and clusters replay).
+# Usage: [POOL=20] [METHODS=naive,k2rag] [FRESH=1 | SEED=VARIANT] benchmarks/tuning.sh DATASET N VARIANT [--set method.field=value ...]
 #   VARIANT "baseline" runs naive, resp and hirag with the paper's settings; any other name runs naive and the
 #   methods the --set items name; METHODS overrides either list (e.g. METHODS=naive,sirerag,naive@sirerag).
 #   Results: benchmarks/results/tuning/DATASET-dev101-(100+N)/VARIANT/.
@@ -23,7 +24,7 @@ else
     methods=${METHODS:-naive,$(printf '%s\n' "$@" | sed -n 's/^--set=\{0,1\}//; s/^\([a-z0-9_]*\)\..*/\1/p' | sort -u | paste -sd,)}
     [[ -f $out/llm_calls.sqlite || ${FRESH:-0} == 1 ]] || "$BIN/python" -c 'import sqlite3, sys
 with sqlite3.connect(sys.argv[1]) as src, sqlite3.connect(sys.argv[2]) as dst:
-    src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/baseline/llm_calls.sqlite" "$out/llm_calls.sqlite"
+    src.backup(dst)  # the write-ahead log too, which a plain copy would miss' "$root/${SEED:-baseline}/llm_calls.sqlite" "$out/llm_calls.sqlite"
 fi
 "$BIN/multihop-rag" eval --dataset "$dataset" --split dev --start 100 --pool "$pool" --limit "$n" --methods "$methods" \
     --llm llamacpp:default --embed st:default --out "$out" "$@"
