@@ -209,7 +209,8 @@ def replayable_cluster(
                        "tokens": list(token_counts)}, sort_keys=True)
     key = "cluster:" + hashlib.sha256(blob.encode()).hexdigest()
     if (kept := store.get(key)) is not None:
-        return [list(c) for c in json.loads(kept)]
+        replayed: list[list[int]] = json.loads(kept)
+        return replayed
     clusters = cluster(embeddings, token_counts, config)
     store.put(key, json.dumps(clusters))
     return clusters
