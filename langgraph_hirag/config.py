@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -64,9 +64,11 @@ class HiRAGConfig(BaseModel):
         "Filter, which sees no chunk, verified both. Tuning questions 101–140: F1 0.337 against 0.287 on 2Wiki, 0.118 "
         "against 0.114 on MuSiQue, 3 questions better and none worse."
     )
-    summarize_reads_evidence: bool = Field(
-        False, description="The Summarizer reads each (sub-question, sub-answer) pair and the chunks they were verified "
-        "on (ours; eq. 2 gives it the sub-answers only: the 1.5B's one-sentence sub-answers lose the rest of the chunk)."
+    summarizer_reads: Literal["sub_answers", "pairs", "pairs_and_chunks"] = Field(
+        "sub_answers", description="What the Summarizer reads as its known information. 'sub_answers': the sub-answers "
+        "alone, as eq. (2) has it; 'pairs' (ours): each sub-question with its sub-answer, so the model sees which "
+        "answer closes which hop; 'pairs_and_chunks' (ours): each pair and the chunk it was found in (the 1.5B's "
+        "one-sentence sub-answers lose the rest of the chunk), with \"Answer: unknown\" allowed."
     )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "

@@ -51,8 +51,9 @@ Algorithm 1 (Appendix A.2), node by node::
   search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
   found are the sub-answer's evidence (``rewrite_hits``).
 - ``summarize`` (eq. 2): the final answer from the question and all sub-answers, then a short
-  keyword answer extracted from it (as the authors' pipeline does for EM). With ``reader_tokens``
-  (ours) it also reads the chunks the sub-answers came from and the question's nearest chunks.
+  keyword answer extracted from it (as the authors' pipeline does for EM). With ``summarizer_reads``
+  (ours) each sub-answer follows its sub-question ("pairs"), and the chunk it came from ("pairs_and_chunks");
+  with ``reader_tokens`` (ours) it also reads those chunks and the question's nearest chunks as documents.
 
 An answer equal to a few-shot example's answer (``prompts.EXAMPLE_ANSWERS``: made-up entities in
 no corpus, so never right) is recorded in ``copied_examples`` and asked again once with a note; a
@@ -115,14 +116,14 @@ ROLES = ("decomposer", "verifier", "answerer")
 """The model roles; the builders take one chat model or a dict by role."""
 
 
-def evidence_notes(entries: Sequence[SubQuestionTrace]) -> str:
-    """What the Summarizer reads with ``summarize_reads_evidence``: each sub-question, its sub-answer and
-    the text it was found in, each text once."""
+def evidence_notes(entries: Sequence[SubQuestionTrace], *, chunks: bool = True) -> str:
+    """What the Summarizer reads with ``summarizer_reads`` "pairs" or "pairs_and_chunks": each sub-question,
+    its sub-answer and (``chunks``) the text it was found in, each text once."""
     lines, shown = [], set()
     for i, entry in enumerate(entries, 1):
         lines.append(f"{i}. Sub-question: {entry['sub_question']}")
         lines.append(f"   Answer: {entry['answer'] or 'not found'}")
-        knowledge = entry.get("knowledge", "")
+        knowledge = entry.get("knowledge", "") if chunks else ""
         if knowledge and knowledge not in shown:
             shown.add(knowledge)
             lines.append("   Found in: " + " ".join(knowledge.split()))
@@ -263,8 +264,10 @@ def hirag_state_graph(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
             docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
-        if settings.summarize_reads_evidence:
+        if settings.summarizer_reads == "pairs_and_chunks":
             known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
+        elif settings.summarizer_reads == "pairs":
+            known, template = evidence_notes(entries, chunks=False), prompts.SUMMARIZE_PAIRS
         else:
             known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
         template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template

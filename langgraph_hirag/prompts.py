@@ -188,8 +188,16 @@ Question: {question}
 Known information:
 {known}
 Analysis:"""
-"""Ours (``summarize_reads_evidence``): the Summarizer reads each sub-question with its sub-answer and the
-chunks it was found in, where eq. (2) gives it the sub-answers alone."""
+"""Ours (``summarizer_reads="pairs_and_chunks"``): the Summarizer reads each sub-question with its sub-answer
+and the chunk it was found in, where eq. (2) gives it the sub-answers alone."""
+
+SUMMARIZE_PAIRS = """Answer the question with the known information. First analyse the question and the known information step by step, then give the answer on a last line that starts with "Answer:".
+
+Question: {question}
+Known information:
+{known}
+Analysis:"""
+"""Ours (``summarizer_reads="pairs"``): :data:`SUMMARIZE` with each sub-question before its sub-answer."""
 
 SUMMARIZE_WITH_DOCUMENTS = """Answer the question with the known information. First analyse the question and the known information step by step, then give the answer on a last line that starts with "Answer:".
 

@@ -794,7 +794,8 @@ def test_update_reindexes_only_changed_titles(tmp_path):
 
 def test_the_paper_defaults_keep_eq_6_and_eq_2_as_they_were():
     config = HiRAGConfig()
-    assert (config.verify_reads_chunk, config.summarize_reads_evidence, config.ask_again_if_restated) == (False, False, False)
+    assert (config.verify_reads_chunk, config.ask_again_if_restated) == (False, False)
+    assert config.summarizer_reads == "sub_answers"
     assert config.answer_without_evidence and config.rewrite_top_k == 1 and config.reader_tokens == 0
     assert config.grounded_sub_answers  # ours, measured; False is eq. (6)'s Filter alone
     assert config.dense_rethink  # ours, measured; False: the entity's titles are the only documents
@@ -821,7 +822,7 @@ def test_a_grounded_filter_sees_the_chunk_and_rejects_an_answer_it_does_not_hold
 
 def test_the_summarizer_reads_pairs_and_the_chunks_they_came_from(corpus):
     script = Script()
-    run(corpus, script, th1=2, summarize_reads_evidence=True)
+    run(corpus, script, th1=2, summarizer_reads="pairs_and_chunks")
     prompt = script.prompts["summarize"][0]
     assert "1. Sub-question: Who designed the Kesh Bridge?" in prompt
     assert "Answer: The Kesh Bridge was designed by Tomas Halvard." in prompt
@@ -831,6 +832,21 @@ def test_the_summarizer_reads_pairs_and_the_chunks_they_came_from(corpus):
     plain = Script()
     run(corpus, plain, th1=2)
     assert "opened in 1871" not in plain.prompts["summarize"][0]
+    assert "Sub-question:" not in plain.prompts["summarize"][0]
+
+
+def test_the_summarizer_reads_each_sub_answer_after_its_sub_question(corpus):
+    script = Script()
+    state = run(corpus, script, th1=2, summarizer_reads="pairs")
+    known = script.prompts["summarize"][0].split("Known information:\n", 1)[1].split("\nAnalysis:", 1)[0]
+    assert known.splitlines() == [
+        "1. Sub-question: Who designed the Kesh Bridge?",
+        "   Answer: The Kesh Bridge was designed by Tomas Halvard.",
+        "2. Sub-question: Where was Tomas Halvard born?",
+        "   Answer: Tomas Halvard was born in Dunmere.",
+    ]
+    assert "unknown" not in script.prompts["summarize"][0]  # eq. (2)'s instruction, only the reading changes
+    assert state["answer"] == "Dunmere"
 
 
 def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_reader_tokens(corpus):
