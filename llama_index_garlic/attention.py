@@ -5,10 +5,12 @@ layer for the same reason). The model runs with its own attention implementation
 each layer's output comes from PyTorch's fused attention (which never holds a ``tokens × tokens``
 matrix), and the attention probabilities are computed only for the rows GARLIC reads — the reply's
 tokens for an edge, the appended node's for a search step — and averaged over heads at once; a hook
-sums them over layers. Only the last position's logits are computed (GARLIC reads none). The weights
-load in bfloat16 (``dtype=``): the 1.5B's edges over an 8k-token prompt then peak at 5.8 GB of RSS
-against 9.6 GB in float32 (17.6 GB with eager attention and full logits), and match float32's within
-0.3 % (rank correlation 0.999, the same strongest input for every output; ``bench_garlic.py``).
+sums them over layers. The decoder runs without its language-model head (GARLIC reads no logits). The
+weights load in bfloat16 (``dtype=``) and every product is computed in float32
+(:mod:`~llama_index_garlic.float32_compute`: bfloat16 products are several times slower on a CPU without
+bfloat16 instructions): the 1.5B's edges over an 8k-token prompt then peak at 5.8 GB of RSS against 9.6 GB
+with float32 weights (17.6 GB with eager attention and full logits), and match float32's within 0.3 %
+(rank correlation 0.999, the same strongest input for every output; ``bench_garlic.py``).
 
 - :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
   LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
@@ -123,6 +125,7 @@ class TransformersAttention:
         _register_implementation()
         model.set_attn_implementation(IMPLEMENTATION)
         self.model = model.eval()
+        self._decoder = model.get_decoder()
         self.tokenizer = tokenizer
         self.name = name
         self._layers = [m for n, m in model.named_modules() if n.endswith("self_attn")]
@@ -136,9 +139,12 @@ class TransformersAttention:
 
     @classmethod
     def from_pretrained(cls, source: str | Path, dtype: str = "bfloat16") -> TransformersAttention:
-        """Load offline from a bundled alias, a ``.gguf`` file or a model directory, with weights in ``dtype``."""
+        """Load offline from a bundled alias, a ``.gguf`` file or a model directory, with weights stored in
+        ``dtype`` and products computed in float32."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from llama_index_garlic.float32_compute import compute_in_float32
 
         _register_implementation()
 
@@ -157,10 +163,13 @@ class TransformersAttention:
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, **options)
             log.info("loaded and dequantized %s in %.0f s", path.name, time.perf_counter() - started)
-            return cls(model, tokenizer, name=path.stem)
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(str(path), **options)
-        return cls(model, tokenizer, name=path.name)
+            name = path.stem
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(path), **options)
+            name = path.name
+        compute_in_float32(model.get_decoder())
+        return cls(model, tokenizer, name=name)
 
     # ---- attention capture ----
 
@@ -190,7 +199,7 @@ class TransformersAttention:
         import torch
 
         with self._capture(rows) as acc, torch.no_grad():
-            out = self.model(input_ids=torch.tensor([input_ids]), past_key_values=past, use_cache=True, logits_to_keep=1)
+            out = self._decoder(input_ids=torch.tensor([input_ids]), past_key_values=past, use_cache=True)
         self.forward_tokens += len(input_ids)
         return (acc["sum"] / acc["layers"]).numpy(), out.past_key_values
 

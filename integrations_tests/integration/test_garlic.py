@@ -55,7 +55,7 @@ def test_attention_of_the_reply_rows_equals_eager_output_attentions_averaged(att
 
 @pytest.mark.slow
 def test_bfloat16_weights_give_the_float32_edges(attention):
-    """The default precision halves the weights' memory and keeps the edges (issue 41)."""
+    """The default, bfloat16 weights multiplied in float32, halves the weights' memory and keeps the edges (issue 41)."""
     inputs = [f"Passage {i}: the town of Vell{i} lies on the river Orr{i}, founded by the miller Tam{i}." for i in range(8)]
     prompt = "Summarize the passages into information points.\n\n" + "\n".join(inputs)
     outputs = [f"Vell{i} lies on the river Orr{i} and was founded by Tam{i}." for i in range(0, 8, 2)]

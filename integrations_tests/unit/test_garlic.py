@@ -735,3 +735,26 @@ def test_an_update_finds_the_documents_packed_with_a_removed_one_in_one_pass(doc
     index.delete_ref_doc(docs[0].doc_id)
     assert docs[0].doc_id not in index.documents
     assert len(reads) <= 3 * len(chunks)
+
+
+# ---- issue 41: the attention model's products in float32, its weights in bfloat16 --------------
+
+
+def test_linear_layers_keep_bfloat16_weights_and_multiply_in_float32():
+    import copy
+
+    import torch
+
+    from llama_index_garlic.float32_compute import Float32Linear, compute_in_float32
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4, bias=False)).to(torch.bfloat16)
+    exact = copy.deepcopy(model).float()  # the same bfloat16 values, in float32
+    x = torch.randn(3, 8)
+    assert compute_in_float32(model) == 2
+    assert all(isinstance(model[i], Float32Linear) for i in (0, 2))
+    assert model[0].weight.dtype == torch.bfloat16  # the memory stays half
+    out = model(x.to(torch.bfloat16))
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, exact(x.to(torch.bfloat16).float()))
+    assert compute_in_float32(model) == 0  # nothing left to replace
