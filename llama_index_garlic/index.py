@@ -29,7 +29,7 @@ from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from llama_index_garlic.attention import AttentionModel, load_attention_model
+from llama_index_garlic.attention import AttentionModel, ReplayedEdges, load_attention_model
 from llama_index_garlic.build import BuildReport, build_graph
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.graph import GraphNode, SummaryGraph
@@ -179,7 +179,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
                 again = {d.doc_id for d in add} | self._packed_with(remove)
                 self.graph = build_graph(
                     [d for d in everything if self.graph is None or d.doc_id in again],
-                    llm=self.llm, embed_model=self.embed_model, attention=self.attention_model, config=self.config,
+                    llm=self.llm, embed_model=self.embed_model, attention=self._edges_model(), config=self.config,
                     max_concurrency=self.max_concurrency, show_progress=self._show_progress, report=self.report,
                     previous=self.graph, dropped=list(remove),
                 )
@@ -194,6 +194,12 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             "seconds": round(time.perf_counter() - started, 1),
         }
         return self.last_update
+
+    def _edges_model(self) -> AttentionModel | None:
+        """The attention model, its edges replayed from the LLM-call cache when there is one."""
+        if self.attention_model is None or self.llm.cache is None:
+            return self.attention_model
+        return ReplayedEdges(self.attention_model, self.llm.cache)
 
     def _packed_with(self, removed: Sequence[str]) -> set[str]:
         """The documents sharing a level-1 chunk with a removed one (they are chunked again): one pass over the chunks."""

@@ -535,6 +535,27 @@ def test_failed_span_alignment_is_counted_and_makes_the_edges_mixed(docs, tmp_pa
     assert stats["embedding_edge_batches"] == stats["alignment_failures"]
 
 
+def test_a_build_from_the_same_cache_replays_the_attention_edges(docs, tmp_path):
+    """The attention passes are most of a build; a build resumed from the committed call cache (another
+    machine, the index folder gone) replays them as it replays the LLM calls."""
+
+    class Counted(FakeAttention):
+        passes = 0
+
+        def summary_edges(self, prompt, reply, inputs, outputs):
+            Counted.passes += 1
+            return None if "Velmora" in prompt else super().summary_edges(prompt, reply, inputs, outputs)
+
+    first = build(docs, tmp_path, attention=Counted())
+    passes = Counted.passes
+    assert passes >= 2
+    again = build(docs, tmp_path, attention=Counted())  # a fresh index over the same cache file
+    assert Counted.passes == passes  # no pass made again, a failed alignment included
+    assert again.graph.edges == first.graph.edges and again.stats()["alignment_failures"] >= 1
+    other = build(docs, tmp_path / "elsewhere", attention=Counted())  # another cache: computed
+    assert Counted.passes == 2 * passes and other.graph.edges == first.graph.edges
+
+
 def test_build_counters_are_exact_under_concurrent_workers(docs, tmp_path):
     """Counters updated from worker threads lose no update (issue 22)."""
     config = CONFIG.model_copy(update={"n_s": 700, "summary_tokens": 100})
