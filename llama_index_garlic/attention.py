@@ -9,8 +9,8 @@ sums them over layers. The decoder runs without its language-model head (GARLIC 
 weights load in bfloat16 (``dtype=``) and every product is computed in float32
 (:mod:`~llama_index_garlic.float32_compute`: bfloat16 products are several times slower on a CPU without
 bfloat16 instructions): the 1.5B's edges over an 8k-token prompt then peak at 5.8 GB of RSS against 9.6 GB
-with float32 weights (17.6 GB with eager attention and full logits), and match float32's within 0.3 %
-(rank correlation 0.999, the same strongest input for every output; ``bench_garlic.py``).
+with float32 weights (17.6 GB with eager attention and full logits), and match float32 weights' edges within
+0.1 % (the same strongest input for every output).
 
 - :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
   LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
