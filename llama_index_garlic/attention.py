@@ -19,11 +19,10 @@ with float32 weights (17.6 GB with eager attention and full logits), and match f
   (Appendix C): each appended node costs a forward pass over its own tokens only, and yields the
   attention the node pays to the question.
 
-Models load offline from a local directory, a ``.gguf`` file (``gguf_file=``, dequantized by
-transformers; needs ``accelerate`` and ``gguf``, the ``transformers`` extra) or the alias of a
-bundled GGUF (:mod:`multihop_rag.serving.bundled`). Dequantizing a GGUF takes tens of seconds
-(transformers cannot save the result, so every load pays it): load once per process and pass the
-object around.
+Models load offline from a local directory, a ``.gguf`` file or the alias of a bundled GGUF
+(:mod:`multihop_rag.serving.bundled`). A GGUF is unpacked once into a safetensors folder in the cache
+(:mod:`~llama_index_garlic.gguf_weights`; needs ``gguf``, the ``transformers`` extra), which later
+loads map from disk; load once per process and pass the object around.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from llama_index_garlic import prompts
+from llama_index_garlic.gguf_weights import unpacked_weights
 from multihop_rag.indexing.clustering import DecisionStore
 from multihop_rag.serving import bundled
 
@@ -163,17 +163,12 @@ class TransformersAttention:
                 f"no attention model at {path}: give a bundled alias ({', '.join(bundled.BUNDLED_LLMS)}), "
                 "a .gguf file or a Hugging Face model directory"
             )
-        options = dict(attn_implementation=IMPLEMENTATION, dtype=getattr(torch, dtype), local_files_only=True)
+        name = path.stem if path.suffix == ".gguf" else path.name
         if path.suffix == ".gguf":
-            started = time.perf_counter()
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, **options)
-            log.info("loaded and dequantized %s in %.0f s", path.name, time.perf_counter() - started)
-            name = path.stem
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(str(path), **options)
-            name = path.name
+            path = unpacked_weights(path, dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation=IMPLEMENTATION,
+                                                     dtype=getattr(torch, dtype), local_files_only=True)
         compute_in_float32(model.get_decoder())
         return cls(model, tokenizer, name=name)
 

@@ -39,7 +39,7 @@ class GarlicSettings(GarlicConfig):
 
 @cache
 def _attention(spec: str) -> AttentionModel | None:
-    """One attention model per process (loading dequantizes the GGUF: tens of seconds)."""
+    """One attention model per process (the first load of a GGUF unpacks it into the cache: minutes, once)."""
     return load_attention_model(spec)
 
 

@@ -141,3 +141,15 @@ def test_llama_cpp_only_build_reads_the_summaries_from_the_cache(garlic, models)
     assert plain.stats()["edge_source"] == "embedding" and len(plain.graph.levels) == len(index.graph.levels)
     hits = plain.as_retriever().retrieve(question.question)
     assert [h.node.node_id for h in hits][: len(plain.graph.top_level)] == [n.id for n in plain.graph.top_level]
+
+
+@pytest.mark.slow
+def test_the_unpacked_weights_are_transformers_own_gguf_weights(attention):
+    """The folder a GGUF is unpacked into once (`gguf_weights`) holds, bit for bit, what transformers' GGUF loader gives."""
+    from transformers import AutoModelForCausalLM
+
+    path = bundled.gguf_path(bundled.FAST_LLM_ALIAS)
+    direct = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True)
+    unpacked = attention.model.state_dict()
+    assert unpacked.keys() == direct.state_dict().keys()
+    assert all(torch.equal(unpacked[name], tensor) for name, tensor in direct.state_dict().items())

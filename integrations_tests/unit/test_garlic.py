@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import shutil
 import time
 
 import numpy as np
@@ -779,3 +780,51 @@ def test_linear_layers_keep_bfloat16_weights_and_multiply_in_float32():
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, exact(x.to(torch.bfloat16).float()))
     assert compute_in_float32(model) == 0  # nothing left to replace
+
+
+# ---- a GGUF's weights unpacked once ------------------------------------------------------------
+
+
+def test_a_gguf_is_unpacked_once_in_a_child_process_and_a_cut_unpacking_starts_over(tmp_path, monkeypatch):
+    from llama_index_garlic import gguf_weights
+
+    monkeypatch.setenv("MULTIHOP_RAG_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    children = []
+
+    def child(command, check):
+        children.append(command)
+        partial = gguf_weights.Path(command[-2])
+        assert not partial.exists()  # what a cut unpacking left was removed first
+        partial.mkdir(parents=True)
+        (partial / "model.safetensors").write_bytes(b"weights")
+        return gguf_weights.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(gguf_weights.subprocess, "run", child)
+    folder = gguf_weights.unpacked_weights(gguf, "bfloat16")
+    assert folder.name.startswith("tiny-bfloat16-") and (folder / "model.safetensors").read_bytes() == b"weights"
+    assert "from llama_index_garlic.gguf_weights import unpack" in children[0][2] and children[0][-1] == "bfloat16"
+    assert gguf_weights.unpacked_weights(gguf, "bfloat16") == folder and len(children) == 1  # once
+
+    shutil.rmtree(folder)
+    (folder.with_name(folder.name + ".partial") / "stale").mkdir(parents=True)  # cut short last time
+    assert gguf_weights.unpacked_weights(gguf, "bfloat16") == folder and len(children) == 2
+    assert gguf_weights.unpacked_weights(gguf, "float32") != folder  # one folder per dtype
+
+
+def test_a_failed_unpacking_says_so_and_leaves_no_folder_that_would_load(tmp_path, monkeypatch):
+    from llama_index_garlic import gguf_weights
+
+    monkeypatch.setenv("MULTIHOP_RAG_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+
+    def child(command, check):
+        gguf_weights.Path(command[-2]).mkdir(parents=True)  # it died half way through
+        return gguf_weights.subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(gguf_weights.subprocess, "run", child)
+    with pytest.raises(RuntimeError, match="unpacking .*tiny.gguf.* failed .*exit code 1"):
+        gguf_weights.unpacked_weights(gguf, "bfloat16")
+    assert [p.name.endswith(".partial") for p in (tmp_path / "cache" / "attention").iterdir()] == [True]
