@@ -8,9 +8,10 @@ tokens for an edge, the appended node's for a search step — and averaged over 
 sums them over layers. The decoder runs without its language-model head (GARLIC reads no logits). The
 weights load in bfloat16 (``dtype=``) and every product is computed in float32
 (:mod:`~llama_index_garlic.float32_compute`: bfloat16 products are several times slower on a CPU without
-bfloat16 instructions): the 1.5B's edges over an 8k-token prompt then peak at 5.8 GB of RSS against 9.6 GB
-with float32 weights (17.6 GB with eager attention and full logits), and match float32 weights' edges within
-0.1 % (the same strongest input for every output).
+bfloat16 instructions): the 1.5B's edges over an 8,604-token prompt then peak at 5.2 GB of RSS, its weights
+mapped from the folder a GGUF is unpacked into once (9.6 GB with float32 weights unpacked at load, 17.6 GB
+with eager attention and full logits), and match float32 weights' edges within 0.1 % (the same strongest
+input for every output).
 
 - :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
   LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
