@@ -164,9 +164,9 @@ class TransformersAttention:
                 f"no attention model at {path}: give a bundled alias ({', '.join(bundled.BUNDLED_LLMS)}), "
                 "a .gguf file or a Hugging Face model directory"
             )
-        name = path.stem if path.suffix == ".gguf" else path.name
+        name = path.name
         if path.suffix == ".gguf":
-            path = unpacked_weights(path, dtype)
+            name, path = path.stem, unpacked_weights(path, dtype)
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation=IMPLEMENTATION,
                                                      dtype=getattr(torch, dtype), local_files_only=True)
