@@ -375,7 +375,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         if attention is None and built_with is not None:
             warnings.warn(
                 f"{folder} was built with the attention model {built_with!r}; without it this index now runs in "
-                "embedding mode (the search scores nodes by embedding similarity)",
+                "embedding mode (updates weight new edges by embedding similarity, and the search reads no attention)",
                 stacklevel=2,
             )
         storage = StorageContext.from_defaults(

@@ -287,12 +287,25 @@ def test_attention_edges_come_from_the_attention_model(docs, tmp_path):
 
     index = build(docs, tmp_path, attention=SlowAttention())
     stats = index.stats()
-    assert stats["edge_source"] == "attention" and index.mode == "attention"
+    assert stats["edge_source"] == "attention" and index.mode == "embedding"  # the search reads no attention by default
     assert stats["attention_seconds"] >= 0.02 * sum(stats["batches_per_level"].values())  # model time outside LLM calls
     for parent, kids in index.graph.edges.items():
         best = max(kids, key=kids.get)
         shared = len(words(index.graph.node(parent).text) & words(index.graph.node(best).text))
         assert shared == max(len(words(index.graph.node(parent).text) & words(index.graph.node(k).text)) for k in kids)
+
+
+def test_by_default_attention_weights_the_edges_and_the_search_reads_embeddings(docs, tmp_path):
+    """Issue 41: the 1.5B's attention search reached fewer chunks than the query's similarity; the default
+    keeps the attention edges and searches by embedding, and attention_search=True is the paper's search."""
+    attention = FakeAttention()
+    index = build(docs, tmp_path, attention=attention)
+    appended = len(attention.appended)
+    response = index.as_query_engine().query("Which river does the Kesh Bridge cross?")
+    assert response.metadata["scoring"] == "embedding" and len(attention.appended) == appended  # no attention session
+    paper = build(docs, tmp_path, attention=attention, config=CONFIG.model_copy(update={"attention_search": True}))
+    assert paper.as_query_engine().query("Which river does the Kesh Bridge cross?").metadata["scoring"] == "attention+embedding"
+    assert len(attention.appended) > appended
 
 
 def test_query_engine_returns_visited_nodes_calls_and_mode(index):
@@ -508,7 +521,7 @@ def test_without_graph_based_summary(docs, tmp_path, mode, levels):
 def test_the_attention_model_is_recorded_and_checked_on_reload(docs, tmp_path):
     """Issue 22: a reload without the attention model silently ran in embedding mode; a different model
     would score the search with attention that does not match the edges."""
-    index = build(docs, tmp_path, attention=FakeAttention())
+    index = build(docs, tmp_path, attention=FakeAttention(), config=CONFIG.model_copy(update={"attention_search": True}))
     index.persist(tmp_path / "g")
     assert json.loads((tmp_path / "g" / "multihop_rag.json").read_text())["attention_model"] == "fake"
     with pytest.warns(UserWarning, match="embedding mode"):
