@@ -56,6 +56,13 @@ class GarlicConfig(BaseModel):
         description="Nodes a search without Dynamic Progress Control visits (Table 2: GARLIC's average, 17 on "
         "HotpotQA); its starting top-level nodes are at most fixed_nodes / levels, the most query-similar.",
     )
+    start_nodes: int | None = Field(
+        None,
+        ge=1,
+        description="Top-level nodes the search starts from, the most query-similar (ours, from Table 2's fixed-budget "
+        "variant, which starts from fixed_nodes / levels of them). None: the whole top level, as §3.2.1 has it, which on "
+        "a pooled corpus is many points (19 on HotpotQA's tuning pool of 199 passages) read before any chunk.",
+    )
     short_answer: bool = Field(
         False,
         description="Every answer prompt also asks for as few words as possible, SiReRAG §5.4's instruction that the "

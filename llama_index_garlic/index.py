@@ -281,6 +281,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             kv_cache=config.kv_cache,
             dynamic_progress_control=config.dynamic_progress_control,
             fixed_nodes=config.fixed_nodes,
+            start_nodes=config.start_nodes,
             answer=answer,
         )
 

@@ -1,7 +1,8 @@
 """Dynamic Graph Search (§3.2): LLM-controlled Greedy Best-First Search over the HWDAG.
 
 1. The visited set S starts as the top-level nodes (if they do not fit the window, the ones
-   most similar to the query that fit in half of it, as the paper's fixed-budget ablation does).
+   most similar to the query that fit in half of it, as the paper's fixed-budget ablation does;
+   with ``start_nodes``, that many of the most similar).
 2. The LLM gets Table 5's first turn — the question and S in visit order — and answers Yes/No.
 3. On "No" (or a "Yes" short of the stop patience p) every unvisited node is scored by
    ``z = Eᵀa`` plus the query–node embedding similarity, each normalised to sum to 1
@@ -13,8 +14,8 @@ The loop also ends when the next node would overflow the window (``budget``), af
 ``max_steps`` nodes, or when every node is visited; the reason is recorded. Such a search never
 got its "Yes": no "Yes" turn is invented for it — the answer is asked in one turn that says the
 information may be incomplete, and the result is marked ``complete=False``. A node is never
-visited twice. Without an attention model the scores are embedding similarity alone (Table 2's
-"w/o attention search"), with the same Yes/No control. Without Dynamic Progress Control (Table 2's
+visited twice. Without an attention model, or with ``attention_search=False``, the scores are
+embedding similarity alone (Table 2's "w/o attention search"), with the same Yes/No control. Without Dynamic Progress Control (Table 2's
 ablation) the search visits a fixed number of nodes and asks no Yes/No; it starts from at most
 ``fixed_nodes / levels`` top-level nodes, the most similar to the query.
 
@@ -159,6 +160,7 @@ def graph_search(
     kv_cache: bool = True,
     dynamic_progress_control: bool = True,
     fixed_nodes: int = 17,
+    start_nodes: int | None = None,
     answer: bool = True,
 ) -> SearchResult:
     """Run §3.2 for ``question`` (see the module docstring). ``budget``: tokens of the first-turn prompt."""
@@ -189,7 +191,7 @@ def graph_search(
             chosen_scores.append(score)
             used += graph.nodes[i].tokens + 2
 
-    limit = None if dynamic_progress_control else fixed_nodes // len(graph.levels)
+    limit = start_nodes if start_nodes is not None else None if dynamic_progress_control else fixed_nodes // len(graph.levels)
     start = _initial(graph, similarity, room, limit)
     visit(start, [None] * len(start))
     calls_before = controller.calls

@@ -503,6 +503,17 @@ def test_without_dynamic_progress_control_a_fixed_number_of_nodes_and_no_yes_no(
     assert result.visited[0] == "i1" and len(result.visited) == 2
 
 
+def test_start_nodes_starts_from_the_most_query_similar_top_level_nodes_and_asks_yes_no():
+    """Issue 41: the pooled corpus's top level (19 points on HotpotQA's tuning pool) filled the search before it
+    reached a chunk; ``start_nodes`` starts from the most query-similar ones, with Dynamic Progress Control on."""
+    graph = hand_graph()
+    result, controller = search(graph, "Who designed the bridge?", ["No", "Yes"], start_nodes=1)
+    assert result.visited[0] == "i1" and result.scores[0] is None and result.scores[1] is not None
+    assert result.replies == ["No", "Yes"] and result.stop_reason == "yes" and len(result.visited) == 2
+    whole, _ = search(graph, "Who designed the bridge?", ["Yes"])
+    assert whole.visited == ["i1", "i2"]  # None: the whole top level (§3.2.1)
+
+
 @pytest.mark.parametrize(("mode", "levels"), [("tree", None), ("none", 1)])
 def test_without_graph_based_summary(docs, tmp_path, mode, levels):
     """Table 2's "w/o Graph-based Summary": one summary node per batch (a tree, Figure 2b); and a
