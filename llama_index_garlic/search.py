@@ -15,9 +15,10 @@ The loop also ends when the next node would overflow the window (``budget``), af
 got its "Yes": no "Yes" turn is invented for it — the answer is asked in one turn that says the
 information may be incomplete, and the result is marked ``complete=False``. A node is never
 visited twice. Without an attention model, or with ``attention_search=False``, the scores are
-embedding similarity alone (Table 2's "w/o attention search"), with the same Yes/No control. Without Dynamic Progress Control (Table 2's
-ablation) the search visits a fixed number of nodes and asks no Yes/No; it starts from at most
-``fixed_nodes / levels`` top-level nodes, the most similar to the query.
+embedding similarity alone (Table 2's "w/o attention search"), with the same Yes/No control.
+Without Dynamic Progress Control (Table 2's ablation) the search visits a fixed number of nodes
+and asks no Yes/No; it starts from at most ``fixed_nodes / levels`` top-level nodes, the most
+similar to the query.
 
 KV reuse (Appendix C): the attention model keeps the prompt's keys and values between steps
 (:class:`~llama_index_garlic.attention.AttentionSession`); llama.cpp reuses the longest common
@@ -191,7 +192,9 @@ def graph_search(
             chosen_scores.append(score)
             used += graph.nodes[i].tokens + 2
 
-    limit = start_nodes if start_nodes is not None else None if dynamic_progress_control else fixed_nodes // len(graph.levels)
+    limit = start_nodes
+    if limit is None and not dynamic_progress_control:
+        limit = fixed_nodes // len(graph.levels)
     start = _initial(graph, similarity, room, limit)
     visit(start, [None] * len(start))
     calls_before = controller.calls

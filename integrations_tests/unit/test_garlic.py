@@ -507,7 +507,7 @@ def test_start_nodes_starts_from_the_most_query_similar_top_level_nodes_and_asks
     """Issue 41: the pooled corpus's top level (19 points on HotpotQA's tuning pool) filled the search before it
     reached a chunk; ``start_nodes`` starts from the most query-similar ones, with Dynamic Progress Control on."""
     graph = hand_graph()
-    result, controller = search(graph, "Who designed the bridge?", ["No", "Yes"], start_nodes=1)
+    result, _ = search(graph, "Who designed the bridge?", ["No", "Yes"], start_nodes=1)
     assert result.visited[0] == "i1" and result.scores[0] is None and result.scores[1] is not None
     assert result.replies == ["No", "Yes"] and result.stop_reason == "yes" and len(result.visited) == 2
     whole, _ = search(graph, "Who designed the bridge?", ["Yes"])
