@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from filelock import FileLock
+
 from multihop_rag.serving import bundled
 
 __all__ = ["unpack", "unpacked_weights"]
@@ -29,13 +31,21 @@ def unpacked_weights(gguf: Path, dtype: str) -> Path:
     """The folder holding ``gguf``'s weights in ``dtype`` (a torch dtype's name), unpacked on first use.
 
     The folder is named by the file's path, size and modification time, so a replaced file is unpacked
-    again; an unpacking cut short leaves only a ``.partial`` folder, which the next call starts over.
+    again; an unpacking cut short leaves only a ``.partial`` folder, which the next call starts over. A lock
+    file beside the folder makes a second process asking meanwhile wait for the first's folder.
     """
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     folder = bundled.cache_dir() / "attention" / f"{gguf.stem}-{dtype}-{key}"
     if folder.is_dir():
         return folder
+    with FileLock(folder.with_name(folder.name + ".lock")):
+        if not folder.is_dir():  # another process may have unpacked it while this one waited
+            _unpack_in_child(gguf, folder, dtype)
+    return folder
+
+
+def _unpack_in_child(gguf: Path, folder: Path, dtype: str) -> None:
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     started = time.perf_counter()
@@ -46,7 +56,6 @@ def unpacked_weights(gguf: Path, dtype: str) -> Path:
         raise RuntimeError(f"unpacking {gguf} into {partial} failed (exit code {done.returncode}); see the lines above")
     partial.rename(folder)
     log.info("unpacked %s in %.0f s", gguf.name, time.perf_counter() - started)
-    return folder
 
 
 def unpack(gguf: str | Path, folder: str | Path, dtype: str) -> None:

@@ -837,6 +837,40 @@ def test_a_gguf_is_unpacked_once_in_a_child_process_and_a_cut_unpacking_starts_o
     assert gguf_weights.unpacked_weights(gguf, "float32") != folder  # one folder per dtype
 
 
+def test_two_loaders_at_once_unpack_once_and_both_get_the_folder(tmp_path, monkeypatch):
+    import threading
+
+    from llama_index_garlic import gguf_weights
+
+    monkeypatch.setenv("MULTIHOP_RAG_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    children, started, finish = [], threading.Event(), threading.Event()
+
+    def child(command, check):
+        children.append(command)
+        started.set()
+        finish.wait(5)  # the first unpacking is still running when the second loader asks
+        partial = gguf_weights.Path(command[-2])
+        partial.mkdir(parents=True)
+        (partial / "model.safetensors").write_bytes(b"weights")
+        return gguf_weights.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(gguf_weights.subprocess, "run", child)
+    folders: list = []
+    first = threading.Thread(target=lambda: folders.append(gguf_weights.unpacked_weights(gguf, "bfloat16")))
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=lambda: folders.append(gguf_weights.unpacked_weights(gguf, "bfloat16")))
+    second.start()
+    second.join(0.5)
+    finish.set()
+    first.join(5)
+    second.join(5)
+    assert len(children) == 1  # the second waited for the first instead of starting over in its .partial
+    assert len(folders) == 2 and folders[0] == folders[1] and (folders[0] / "model.safetensors").exists()
+
+
 def test_a_failed_unpacking_says_so_and_leaves_no_folder_that_would_load(tmp_path, monkeypatch):
     from llama_index_garlic import gguf_weights
 
@@ -851,4 +885,4 @@ def test_a_failed_unpacking_says_so_and_leaves_no_folder_that_would_load(tmp_pat
     monkeypatch.setattr(gguf_weights.subprocess, "run", child)
     with pytest.raises(RuntimeError, match="unpacking .*tiny.gguf.* failed .*exit code 1"):
         gguf_weights.unpacked_weights(gguf, "bfloat16")
-    assert [p.name.endswith(".partial") for p in (tmp_path / "cache" / "attention").iterdir()] == [True]
+    assert [p.name.endswith(".partial") for p in (tmp_path / "cache" / "attention").iterdir() if p.is_dir()] == [True]
