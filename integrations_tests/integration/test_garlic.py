@@ -15,7 +15,8 @@ from llama_index_garlic import GarlicConfig, GarlicIndex, TransformersAttention
 from llama_index_garlic.attention import IMPLEMENTATION
 from multihop_rag.serving import bundled
 
-CONFIG = GarlicConfig(n_s=640, summary_tokens=128, chunk_size=150, search_window=2048, attention_search=True)
+CONFIG = GarlicConfig(n_s=640, summary_tokens=128, chunk_size=150, search_window=2048, attention_search=True,
+                     start_nodes=None)
 """n_s small enough that three passages take two level-1 batches, so the graph has three levels; the paper's
 attention search (off by default), so the real attention model steers a search."""
 
