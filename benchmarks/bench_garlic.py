@@ -78,8 +78,8 @@ def main() -> None:
         started = time.perf_counter()
         attention = TransformersAttention.from_pretrained(args.attention)
         print(f"attention model {attention} loaded in {time.perf_counter() - started:.0f} s", flush=True)
-    config = GarlicConfig(n_s=args.n_s, attention_search=attention is not None,  # the paper's search, whose KV reuse
-                          start_nodes=None)  # is measured
+    # the paper's search (attention scores from the whole top level), whose KV reuse is measured
+    config = GarlicConfig(n_s=args.n_s, attention_search=attention is not None, start_nodes=None)
     cache = tempfile.mkdtemp(prefix="bench-garlic-") + "/calls.sqlite"
 
     rows: dict[str, dict[str, list[float]]] = {}
