@@ -11,7 +11,7 @@ class ReSPConfig(BaseModel):
     """How a ReSP run retrieves, loops and re-plans. Pass one to :func:`~langchain_resp.build_resp_graph`,
     or change fields for one run: ``graph.invoke(input, context={"max_iterations": 2})``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a misspelt setting is refused, not ignored
 
     top_k: int = Field(5, ge=1, description="Documents retrieved per round (§5.2: top-5).")
     max_iterations: int = Field(3, ge=1, description="Most rounds of retrieval; then the answer is generated (§5.2: 3).")

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 class GarlicConfig(BaseModel):
     """How a GARLIC graph is built and searched."""
 
-    model_config = {"frozen": True}
+    model_config = {"frozen": True, "extra": "forbid"}  # a misspelt setting is refused, not ignored
 
     chunk_size: int = Field(300, description="Tokens per level-1 chunk (§3.1).")
     n_s: int | None = Field(

@@ -36,6 +36,10 @@ class GarlicSettings(GarlicConfig):
         "embedding mode; or a GGUF file / Hugging Face model folder.",
     )
 
+    def graph_config(self) -> GarlicConfig:
+        """The index's own settings (the attention model is the index's argument, not a setting)."""
+        return GarlicConfig(**self.model_dump(exclude={"attention_model"}))
+
 
 @cache
 def _attention(spec: str) -> AttentionModel | None:
@@ -130,7 +134,7 @@ class GarlicMethod:
               overwrite: bool = False) -> GarlicAnswerer:
         index = GarlicIndex.from_documents(
             [p.to_llama_index() for p in passages], llm=models.llm, embed_model=models.embed,
-            attention_model=attention_for(config, models.llm_spec), config=config, persist_dir=folder, overwrite=overwrite,
+            attention_model=attention_for(config, models.llm_spec), config=config.graph_config(), persist_dir=folder, overwrite=overwrite,
             max_concurrency=models.max_concurrency,
         )
         return GarlicAnswerer(index, folder)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 class K2RAGConfig(BaseModel):
     """How a K²RAG index is built and queried."""
 
-    model_config = {"frozen": True}
+    model_config = {"frozen": True, "extra": "forbid"}  # a misspelt setting is refused, not ignored
 
     chunk_size: int = Field(256, description="S for the dense and sparse stores (§3.1.2).")
     chunk_overlap: int = Field(20, description="O for the dense and sparse stores (§3.1.2).")

@@ -10,7 +10,7 @@ from multihop_rag.indexing.clustering import ClusterConfig
 class SiReRAGConfig(BaseModel):
     """How a SiReRAG index is built. ``relatedness=False`` is plain RAPTOR (the paper's baseline)."""
 
-    model_config = {"frozen": True}
+    model_config = {"frozen": True, "extra": "forbid"}  # a misspelt setting is refused, not ignored
 
     chunk_size: int = Field(1024, description="Token size of leaf chunks (SentenceSplitter, the RAPTOR pack's default).")
     chunk_overlap: int = Field(200, description="Token overlap of leaf chunks.")

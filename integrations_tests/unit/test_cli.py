@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
 from multihop_rag import backends, errors
@@ -48,6 +49,13 @@ def test_help_names_every_registered_method_and_the_model_options(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--store" in text and "--llm" in text and "--embed" in text and "--set" in text
     assert list(registry.available()) == list(registry.ORDER)  # the bundled methods, in report order
+
+
+@pytest.mark.parametrize("name", registry.ORDER)
+def test_every_methods_config_refuses_a_misspelt_setting_from_python(name):
+    """A Python user's typo (``HiRAGConfig(fresh_next_questionn=True)``) ran with the default, silently."""
+    with pytest.raises(ValidationError, match="top_kk"):
+        registry.get(name).config_class(top_kk=3)
 
 
 def test_empty_or_binary_corpus_is_one_line_and_exit_2(capsys, tmp_path, fake_models):

@@ -6,6 +6,7 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
+from pydantic import ValidationError
 
 from integrations_tests.fakes import KeywordRetriever, ScriptedChatModel
 from langchain_resp import ReSPConfig, build_resp_graph, combined_memory, prompts, resp_state_graph
@@ -234,6 +235,8 @@ def test_a_runs_context_overrides_the_graphs_settings():
     assert state["iterations"] == 2 and state["stop_reason"] == "max_iterations"
     state = graph.invoke({"question": QUESTION}, context=ReSPConfig(max_iterations=1))
     assert state["iterations"] == 1
+    with pytest.raises(ValidationError, match="max_iteration\n"):  # a misspelt setting is refused, not ignored
+        graph.invoke({"question": QUESTION}, context={"max_iteration": 2})
 
 
 def test_the_builder_is_typed_and_the_uncompiled_graph_takes_a_reranker():

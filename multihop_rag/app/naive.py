@@ -63,7 +63,7 @@ ANSWER_PROMPT = PromptTemplate(
 class NaiveConfig(BaseModel):
     """The baseline's knobs."""
 
-    model_config = {"frozen": True}
+    model_config = {"frozen": True, "extra": "forbid"}  # a misspelt setting is refused, not ignored
 
     chunk_size: int = Field(256, ge=16, description="Tokens per chunk (all-MiniLM-L6-v2 reads 256 word pieces).")
     chunk_overlap: int = Field(32, ge=0, description="Tokens shared by consecutive chunks of a document.")
