@@ -30,11 +30,6 @@ class HiRAGConfig(BaseModel):
         "0.272), 23 -> 1 on MuSiQue (0.114 against 0.100), no question worse. False: the repeat ends the "
         "decomposition (with min_subquestions=1, the paper's workflow)."
     )
-    fresh_next_question_after_min: bool = Field(
-        False, description="At or above min_subquestions too, a sub-question asked again is answered by a fresh "
-        "prompt, which may also say \"That's enough.\" (ours; on MuSiQue's tuning questions 101–140, 17 of 40 runs "
-        "ended on a repeat after two sub-questions, most with a hop to go). False: the repeat ends the decomposition."
-    )
     th1: int = Field(
         1, ge=1, description="More titles than this matching the entity at an attempt: semantic incompleteness, "
         "rewrite (Algorithm 1 lines 20-23; the authors' code: more than one)."

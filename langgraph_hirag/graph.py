@@ -24,8 +24,7 @@ Algorithm 1 (Appendix A.2), node by node::
   model copying the prompt) is asked again once (``copied_examples``); a second one is treated as a
   refusal. At most ``max_subquestions`` (paper: 5, Appendix A.1); below ``min_subquestions`` (ours;
   paper: 1) a "That's enough." is answered once with a request for the next sub-question, and with
-  ``fresh_next_question`` a repeated sub-question by a fresh prompt holding the answers so far (at or
-  above it too with ``fresh_next_question_after_min``, by one that may also stop).
+  ``fresh_next_question`` a repeated sub-question by a fresh prompt holding the answers so far.
 - ``extract_entity`` (eq. 3): e = LLM(q). An entity sharing no word with q (a small model copying
   a few-shot example) is replaced by q itself, so the title search still uses q's words.
 - ``retrieve_document`` (eq. 3, Algorithm 1 lines 18-23): BM25 of the entity over titles, then at
@@ -158,13 +157,6 @@ def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Seq
     return messages
 
 
-def _fresh_prompt_after_repeat(settings: HiRAGConfig, asked: int) -> str | None:
-    """The single-turn prompt that answers a repeated sub-question after ``asked`` sub-questions, if any."""
-    if asked < settings.min_subquestions:
-        return prompts.NEXT_QUESTION_FRESH if settings.fresh_next_question else None
-    return prompts.NEXT_QUESTION_OR_ENOUGH_FRESH if settings.fresh_next_question_after_min else None
-
-
 def _roles(llm: BaseChatModel | Mapping[str, BaseChatModel]) -> dict[str, BaseChatModel]:
     if isinstance(llm, BaseChatModel):
         return {role: llm for role in ROLES}
@@ -241,10 +233,9 @@ def hirag_state_graph(
                 return {"current": state["question"], "first_question": "question", "stop_reason": "", "llm_calls": calls}
             return {"stop_reason": "no_sub_question", "llm_calls": calls}
         seen = {normalize_answer(q) for q in asked}
-        fresh_template = _fresh_prompt_after_repeat(settings, len(asked))
-        if normalize_answer(sub_question) in seen and fresh_template:
+        if normalize_answer(sub_question) in seen and settings.fresh_next_question and len(asked) < settings.min_subquestions:
             answered = "\n".join(f"- {q} {a}" for q, a in zip(asked, state.get("sub_answers", []), strict=False))
-            fresh = fresh_template.format(question=state["question"], answered=answered)
+            fresh = prompts.NEXT_QUESTION_FRESH.format(question=state["question"], answered=answered)
             reply, calls = (yield Call(models["decomposer"], fresh, max_tokens=settings.max_output_tokens, stop=LINE)), calls + 1
             sub_question = "" if said_enough(reply.text) or names_example_entity(reply.text, context) else first_line(reply)
         if not sub_question or normalize_answer(sub_question) in seen:

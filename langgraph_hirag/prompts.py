@@ -72,25 +72,14 @@ NEXT_QUESTION_AGAIN = (
 )
 """Ours: asked once when the Decomposer says "That's enough." before ``min_subquestions`` sub-questions."""
 
-_FRESH_OPENING = (
+NEXT_QUESTION_FRESH = (
     "A complex question needs several simple questions. Complex question: {question}\n"
     "Simple questions asked so far, with their answers:\n{answered}\n"
+    "These answers are not enough yet. Ask the next simple question the complex question needs, about what the "
+    "answers found (for a comparison, the option not asked about yet). Reply with the question only."
 )
-_NEXT_SIMPLE_QUESTION = (
-    "Ask the next simple question the complex question needs, about what the answers found (for a comparison, the "
-    "option not asked about yet). Reply with the question only."
-)
-
-NEXT_QUESTION_FRESH = _FRESH_OPENING + "These answers are not enough yet. " + _NEXT_SIMPLE_QUESTION
 """Ours (``fresh_next_question``): a single-turn prompt, asked when the Decomposer repeats a sub-question below
 ``min_subquestions``; ``answered`` is one "- sub-question answer" line per sub-question."""
-
-NEXT_QUESTION_OR_ENOUGH_FRESH = (
-    _FRESH_OPENING + "If these answers answer the complex question, reply \"That's enough.\" Otherwise: "
-    + _NEXT_SIMPLE_QUESTION
-)
-"""Ours (``fresh_next_question_after_min``): the same prompt for a repeat at or above ``min_subquestions``,
-where the Decomposer may also stop."""
 
 NOT_THE_EXAMPLE = (
     "\n\nNote: the examples above are about other, made-up things. Answer only from the input and the "
