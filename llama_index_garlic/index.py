@@ -381,7 +381,8 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             )
         storage = StorageContext.from_defaults(
             persist_dir=str(folder), vector_store=reload_vector_store(folder, manifest, "garlic", vector_store))
-        index = cls(llm=llm, embed_model=embed_model, attention_model=attention, config=GarlicConfig(**manifest["config"]),
+        settings = {k: v for k, v in manifest["config"].items() if k != "attention_model"}  # recorded before 2026-11-29
+        index = cls(llm=llm, embed_model=embed_model, attention_model=attention, config=GarlicConfig(**settings),
                     storage_context=storage, index_struct=GarlicStruct(index_id=manifest["index_id"]),
                     cache=cache if cache is not None else folder / CACHE_FILE, max_concurrency=max_concurrency)
         payload = json.loads((folder / "garlic.json").read_text())

@@ -16,6 +16,7 @@ from llama_index_garlic.graph import next_node_scores, normalize_edges, position
 from llama_index_garlic.search import graph_search
 from multihop_rag.corpus import load_documents
 from multihop_rag.errors import IndexFolderError
+from multihop_rag.indexing.persistence import MANIFEST
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.stores import stored_ids
 
@@ -357,6 +358,17 @@ def test_persist_and_reload_round_trip(index, tmp_path):
     assert {k: v for k, v in again.stats().items() if k != "cache"} == {k: v for k, v in index.stats().items() if k != "cache"}
     question = "Into which lake does the Orrin River flow?"
     assert again.search(question).visited == index.search(question).visited
+
+
+def test_a_store_that_recorded_the_command_lines_attention_setting_still_loads(index, tmp_path):
+    """Stores written before 2026-11-29 recorded the command line's ``attention_model`` among the index's
+    settings, which the index now refuses as a misspelt setting."""
+    index.persist(tmp_path / "g")
+    manifest = json.loads((tmp_path / "g" / MANIFEST).read_text())
+    manifest["config"]["attention_model"] = "auto"
+    (tmp_path / "g" / MANIFEST).write_text(json.dumps(manifest))
+    again = GarlicIndex.from_persist_dir(tmp_path / "g", llm=garlic_llm(), embed_model=HashEmbedding())
+    assert again.config == index.config
 
 
 def test_reload_of_a_folder_without_an_index_says_so(tmp_path):
