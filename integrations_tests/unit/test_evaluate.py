@@ -19,7 +19,7 @@ from multihop_rag.app import registry
 from multihop_rag.app.evaluate import Entry, Result, evaluate, read_results
 from multihop_rag.app.report import markdown, scores, tper
 from multihop_rag.corpus import Passage, Question
-from multihop_rag.errors import EvalSettingError
+from multihop_rag.errors import EvalSettingError, IndexFolderError
 from multihop_rag.llm.cache import CachedLLM, LLMCache, UsageCallback
 from multihop_rag.llm.usage import Usage
 from multihop_rag.method import Answer, Evidence, Models, UpdateReport
@@ -99,6 +99,8 @@ class FakeMethod:
         return FakeIndex(self, models)
 
     def load(self, folder, models, config) -> FakeIndex:
+        if not folder.exists():
+            raise IndexFolderError(f"{folder}: no index")
         self.loads += 1
         return FakeIndex(self, models)
 
@@ -193,6 +195,29 @@ def test_a_build_whose_interrupted_folder_is_gone_is_a_whole_build_not_a_resumed
     shutil.rmtree(tmp_path / "indexes")
     _, builds = _run([FakeMethod("raptor", {})], tmp_path)
     assert builds["raptor"]["resumed"] is False and "(resumed)" not in (tmp_path / "report.md").read_text()
+
+
+def test_an_interrupted_build_continued_on_a_fresh_checkout_from_the_committed_cache_is_marked_resumed(tmp_path):
+    # the folder is gone but the calls the killed build finished replay: its seconds are not a whole build's
+    with pytest.raises(KeyboardInterrupt):
+        _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
+    shutil.rmtree(tmp_path / "indexes")
+    _, builds = _run([FakeMethod("raptor", {}, replayed=3)], tmp_path)
+    assert builds["raptor"]["resumed"] is True and "(resumed)" in (tmp_path / "report.md").read_text()
+
+
+def test_a_finished_build_rebuilt_on_a_fresh_checkout_keeps_the_figures_of_the_build_that_made_its_calls(tmp_path):
+    # The run of record's RAPTOR build (2,000 s, 67 calls) was rebuilt from the committed call cache on a new machine
+    # (the index folder is not committed) and builds.json then said 9 s and 0 calls.
+    _run([FakeMethod("raptor", {})], tmp_path, questions=QUESTIONS[:1])
+    first = json.loads((tmp_path / "builds.json").read_text())["raptor"]
+    shutil.rmtree(tmp_path / "indexes")
+    again = FakeMethod("raptor", {}, replayed=5)
+    _, builds = _run([again], tmp_path)  # two questions left to answer
+    assert again.builds_done == 1 and len(again.asked) == 2
+    assert {k: v for k, v in builds["raptor"].items() if k != "rebuilt"} == first
+    assert builds["raptor"]["rebuilt"]["cache_hits"] == 5
+    assert f"| raptor | {first['seconds']:.0f} |" in (tmp_path / "report.md").read_text()
 
 
 def test_another_setting_in_the_same_folder_is_refused(tmp_path):

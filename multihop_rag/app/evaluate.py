@@ -183,28 +183,38 @@ def build(
     entry: Entry, passages: Sequence[Passage], models: Models, out: Path, *, load: bool = True
 ) -> tuple[MethodIndex | None, dict[str, Any]]:
     """Build (or reload) ``entry``'s index in ``out/indexes/<method>``. The first finished build's
-    figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one whose folder was
-    still there and replayed calls it had finished from the call cache, so its seconds are not a whole
-    build's); an index of another code version or settings is rebuilt. ``load=False`` skips reloading a finished build
+    figures are kept in ``out/builds.json`` (``resumed``: it continued a killed one, on this machine or
+    from a committed call cache, replaying the calls it had finished, so its seconds are not a whole
+    build's); a finished index whose folder is gone (a fresh checkout) is rebuilt from the call cache and
+    keeps those figures, the rebuild's beside them (``rebuilt``); an index of another code version or
+    settings is rebuilt. ``load=False`` skips reloading a finished build
     (its method has nothing left to answer)."""
     path, folder = out / "builds.json", out / "indexes" / entry.name
     builds = json.loads(path.read_text()) if path.exists() else {}
     record, version = builds.get(entry.name, {}), entry.version()
-    if record.get("status") == "done" and record.get("version") == version:
+    finished = record.get("status") == "done" and record.get("version") == version
+    if finished:
         if not load:
             return None, record
         try:
             return entry.method.load(folder, models, entry.config), record
         except (IndexFolderError, StoreError) as exc:
             logger.warning("%s: the finished index cannot be reloaded (%s); building it again", entry.name, exc)
-    resumed = record.get("status") == "started" and record.get("version") == version and folder.exists()
-    if record and not resumed and folder.exists():
+    # a killed build of this version: its folder (if this machine has it) and its calls in the cache are reused
+    resumed = record.get("status") == "started" and record.get("version") == version
+    if record and not resumed and not finished and folder.exists():
         shutil.rmtree(folder)  # another version's index
-    builds[entry.name] = {"status": "started", "version": version}
-    write_atomic(path, json.dumps(builds, indent=1))
+    if not finished:  # a finished build's record stays while its index is rebuilt (a fresh checkout has none)
+        builds[entry.name] = {"status": "started", "version": version}
+        write_atomic(path, json.dumps(builds, indent=1))
     before, started = models.usage(), time.perf_counter()
     index = entry.method.build(passages, models, folder, entry.config, overwrite=True)  # the folder is the evaluation's
     spent, seconds = models.usage() - before, time.perf_counter() - started
+    if finished:  # the figures stay those of the build that made the calls; the rebuild's are beside them
+        rebuilt = {"seconds": round(seconds, 1), "llm_calls": spent.calls, "cache_hits": spent.cache_hits}
+        builds[entry.name] = {**record, "rebuilt": rebuilt}
+        write_atomic(path, json.dumps(builds, indent=1, default=str))
+        return index, builds[entry.name]
     stats = index.stats()
     builds[entry.name] = {
         "status": "done",
