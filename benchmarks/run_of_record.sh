@@ -7,8 +7,10 @@
 # Every step resumes where an interrupted one stopped, on any machine: each folder's LLM-call cache is
 # committed (checkpointed after every step), so a fresh clone replays finished calls and goes on.
 # This round's built steps run the methods' code of commit 72c327f (later commits change no answer but change the
-# code hash, which would set finished rows aside): resume from a worktree there with this folder's results copied in,
-#   git worktree add --detach ../bench 72c327f && cp -r benchmarks/results/DATASET-devN ../bench/benchmarks/results/
+# code hash, which would set finished rows aside) with today's harness (evaluate.py, in no method's hash): resume
+# from a worktree there with this folder's results copied in,
+#   git worktree add --detach ../bench 72c327f && git -C ../bench checkout main -- multihop_rag/app/evaluate.py
+#   cp -r benchmarks/results/DATASET-devN ../bench/benchmarks/results/
 #   cd ../bench && BIN=$OLDPWD/.venv/bin PYTHONPATH=$PWD benchmarks/run_of_record.sh built-DATASET
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
