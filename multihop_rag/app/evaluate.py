@@ -202,8 +202,8 @@ def build(
             logger.warning("%s: the finished index cannot be reloaded (%s); building it again", entry.name, exc)
     # a killed build of this version: its folder (if this machine has it) and its calls in the cache are reused
     resumed = record.get("status") == "started" and record.get("version") == version
-    if record and not resumed and not finished and folder.exists():
-        shutil.rmtree(folder)  # another version's index
+    if folder.exists() and (finished or (record and not resumed)):
+        shutil.rmtree(folder)  # a finished index that would not reload, or another version's
     if not finished:  # a finished build's record stays while its index is rebuilt (a fresh checkout has none)
         builds[entry.name] = {"status": "started", "version": version}
         write_atomic(path, json.dumps(builds, indent=1))
