@@ -59,4 +59,4 @@ def test_python_example_runs(page, code, fakes, capsys):
 def test_command_line_example_parses(line):
     argv = shlex.split(line.split("#")[0])[1:]
     args = cli.build_parser().parse_args(argv)
-    assert args.command in {"index", "ask", "eval", "demo"}
+    assert args.command in {"index", "ask", "eval", "report", "demo"}

@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from integrations_tests.fakes import HashEmbedding, HashEmbeddings, ScriptedChatModel, ScriptedLLM
-from multihop_rag.app import registry
+from multihop_rag.app import cli, registry
 from multihop_rag.app.evaluate import Entry, Result, evaluate, read_results
 from multihop_rag.app.report import markdown, scores, tper
 from multihop_rag.corpus import Passage, Question
@@ -411,3 +411,22 @@ def test_every_registered_method_hashes_code_that_exists():
         assert len(source_hash(method.source_packages)) == 12
     with pytest.raises(ModuleNotFoundError, match="multihop_rag.naive"):
         source_hash(["multihop_rag.naive"])
+
+
+def test_report_rewrites_each_folders_report_from_its_results_and_sums_them_up_in_one_table(tmp_path, capsys):
+    """Issue 43: a fresh clone re-runs the report from the committed results, without a model; the run of
+    record's datasets in one table, each method against both naive controls."""
+    good, bad = _answers(True), _answers(False)
+    for name, setting in (("a", {**SETTING, "passages": 3}), ("b", {**SETTING, "dataset": "other", "passages": 3})):
+        _run([FakeMethod("naive", bad), FakeMethod("raptor", good)], tmp_path / name, setting=setting)
+        (tmp_path / name / "report.md").unlink()
+    summary = tmp_path / "summary.md"
+    assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--summary", str(summary)]) == 0
+    assert "raptor vs naive: +1.000 F1" in (tmp_path / "a" / "report.md").read_text()
+    table = summary.read_text()
+    assert "| test | 3 passages | raptor | 3 | 1.000 | +1.000 [+1.000, +1.000], too few | – | 2.0 |" in table
+    assert "| other | 3 passages | raptor | 3 | 1.000 |" in table and "| test | 3 passages | naive | 3 | 0.000 | – | – |" in table
+    assert table in capsys.readouterr().out
+
+    assert cli.main(["report", str(tmp_path / "missing")]) == 2
+    assert "holds no evaluation" in capsys.readouterr().err

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from multihop_rag.app import registry
-from multihop_rag.app.evaluate import Entry, evaluate
+from multihop_rag.app.evaluate import Entry, collect, evaluate
+from multihop_rag.app.report import summary_markdown, write_report
 from multihop_rag.app.speed import measure_speed
 from multihop_rag.corpus import LoadReport, load_dataset, load_demo, load_documents, load_pooled, load_questions
 from multihop_rag.errors import CorpusError, MultihopRagError, StoreError, UsageError
@@ -330,6 +331,23 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    evaluations = []
+    for folder in map(Path, args.folders):
+        if not (folder / "eval.json").exists():
+            raise UsageError(f"{folder} holds no evaluation (no eval.json): give folders written by 'eval --out'")
+        setting = json.loads((folder / "eval.json").read_text())
+        results, builds = collect(folder)
+        write_report(folder, results, builds, setting)
+        evaluations.append((setting, results))
+        print(f"report: {folder / 'report.md'}, {folder / 'report.png'}")
+    summary = summary_markdown(evaluations)
+    if args.summary:
+        Path(args.summary).write_text(summary)
+    print(summary)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     passages, questions = load_demo()
     questions = questions[: args.limit]
@@ -424,6 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="dataset folder (default: $MULTIHOP_RAG_DATA or shared/data)")
     common(p)
     p.set_defaults(run=_eval)
+
+    p = sub.add_parser("report", help="write evaluations' reports again from their results (no model), and one table over them")
+    p.add_argument("folders", nargs="+", help="folders written by 'eval --out'")
+    p.add_argument("--summary", help="also write the table over the folders to this markdown file (it is printed either way)")
+    p.set_defaults(run=_report)
 
     p = sub.add_parser("demo", help="answer the bundled two-hop questions with naive, ReSP and HiRAG side by side")
     p.add_argument("--methods", default="default", help="comma-separated methods, or all (default: naive,resp,hirag)")

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 MAX_FAILURES_IN_A_ROW = 3
 """A method that fails this many questions in a row stops the run: the fault is not one question's."""
 
-__all__ = ["Result", "Entry", "run", "build", "evaluate", "read_results"]
+__all__ = ["Result", "Entry", "run", "build", "evaluate", "read_results", "collect"]
 
 
 
@@ -270,7 +270,6 @@ def evaluate(
     versions = {e.name: e.version() for e in entries if e.budget_of is None}
     _check_setting(out, setting, versions)
     _set_aside_stale(out, versions)
-    builds_path = out / "builds.json"
     for listed in entries:
         entry = _at_budget(listed, out) if listed.budget_of is not None else listed
         if entry is None:  # a control whose method has not answered
@@ -283,9 +282,9 @@ def evaluate(
         index, _ = build(entry, passages, models, out, load=unanswered)
         if index is not None:
             run(entry, index, questions, out, models, show_progress=show_progress)
-        results, builds = _collect(out, questions, builds_path)
+        results, builds = collect(out, questions)
         write_report(out, results, builds, json.loads((out / "eval.json").read_text()))
-    return _collect(out, questions, builds_path)
+    return collect(out, questions)
 
 
 def reading_budget(results: Sequence[Result]) -> int:
@@ -306,11 +305,13 @@ def _at_budget(entry: Entry, out: Path) -> Entry | None:
     return Entry(entry.method, type(entry.config).model_validate(config.model_dump()), entry.budget_of)
 
 
-def _collect(out: Path, questions: Sequence[Question], builds_path: Path) -> tuple[dict[str, list[Result]], dict[str, Any]]:
-    wanted = {q.id for q in questions}
+def collect(out: Path, questions: Sequence[Question] | None = None) -> tuple[dict[str, list[Result]], dict[str, Any]]:
+    """An evaluation folder's results by method (of ``questions`` only, if given) and its builds."""
+    wanted = None if questions is None else {q.id for q in questions}
     results: dict[str, list[Result]] = {}
     for r in read_results(out):
-        if r.id in wanted:
+        if wanted is None or r.id in wanted:
             results.setdefault(r.method, []).append(r)
+    builds_path = out / "builds.json"
     builds = json.loads(builds_path.read_text()) if builds_path.exists() else {}
     return results, builds

@@ -46,7 +46,7 @@ from multihop_rag.metrics import (
     precision_recall_f1,
 )
 
-__all__ = ["KS", "BUDGETS", "scores", "failure", "tper", "markdown", "plot", "write_report"]
+__all__ = ["KS", "BUDGETS", "scores", "failure", "tper", "markdown", "summary_markdown", "plot", "write_report"]
 
 KS = (2, 5, 10, 20)
 BUDGETS = (1000, 2000, 4000)
@@ -312,6 +312,38 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
     lines.append("\nBuild figures are from each index's first finished build; later runs reload it. Calls answered "
                  "from the LLM-call cache count as calls but cost almost no time: a query time marked \"cached\" undercounts.")
     return "\n".join(lines) + "\n"
+
+
+def _verdict(paired: tuple[int, tuple[float, float, float], tuple[int, int, int]] | None) -> str:
+    if paired is None:
+        return "–"
+    n, (mean, low, high), _ = paired
+    verdict = ("too few" if n < MIN_RESOLVED else "resolved: ahead" if low > 0 else "resolved: behind" if high < 0
+               else "level")
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], {verdict}"
+
+
+def summary_markdown(evaluations: Sequence[tuple[Mapping[str, Any], Mapping[str, Sequence[Any]]]]) -> str:
+    """One table over several evaluations (``(setting, results by method)`` each; the run of record's datasets):
+    each method's F1 against naive top-5 and against naive at its reading budget (``naive@M``), paired, and in
+    words the differences that are resolved."""
+    lines = ["| dataset | corpus | method | n | F1 | ΔF1 vs naive (paired 95% CI) | ΔF1 vs naive@M (paired 95% CI) | s / query |",
+             "|---|---|---|---|---|---|---|---|"]
+    resolved = []
+    for setting, results in evaluations:
+        scored = {m: {r.id: scores(r) for r in rs} for m, rs in results.items()}
+        dataset = setting.get("dataset")
+        for method, rs in sorted(results.items(), key=lambda item: item[0] != BASELINE):  # naive's row first
+            if method.startswith(f"{BASELINE}@"):
+                continue
+            controls = [BASELINE] + [f"{BASELINE}@{method}"] * (f"{BASELINE}@{method}" in results)
+            paired = {c: _paired(results, scored, method, baseline=c) for c in controls}
+            lines.append(f"| {dataset} | {setting.get('passages', '?')} passages | {method} | {len(rs)} | "
+                         f"{_mean([v['f1'] for v in scored[method].values()]):.3f} | {_verdict(paired[BASELINE])} | "
+                         f"{_verdict(paired.get(f'{BASELINE}@{method}'))} | {_seconds_per_query(rs)} |")
+            resolved += [f"{dataset}: {_words(method, p, c)}" for c, p in paired.items()
+                         if p is not None and p[0] >= MIN_RESOLVED and (p[1][1] > 0 or p[1][2] < 0)]
+    return "\n".join(lines + ["", *(resolved or ["No difference is resolved."]), ""])
 
 
 def plot(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[str, Any]], path: Path, title: str = "") -> Path:
