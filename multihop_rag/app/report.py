@@ -154,14 +154,21 @@ def _paired(results: Mapping[str, Sequence[Any]], scored: Mapping[str, dict[str,
     return len(pairs), paired_bootstrap_ci(a, b), (wins, len(pairs) - wins - losses, losses)
 
 
+def _resolution(paired: tuple[int, tuple[float, float, float], tuple[int, int, int]]) -> str:
+    """``too few`` (fewer than ``MIN_RESOLVED`` pairs), ``ahead`` or ``behind`` (resolved), or ``level``."""
+    n, (_, low, high), _ = paired
+    return "too few" if n < MIN_RESOLVED else "ahead" if low > 0 else "behind" if high < 0 else "level"
+
+
 def _words(method: str, paired: tuple[int, tuple[float, float, float], tuple[int, int, int]], baseline: str = BASELINE) -> str:
     n, (mean, low, high), _ = paired
-    if n < MIN_RESOLVED:
+    resolution = _resolution(paired)
+    if resolution == "too few":
         return (f"{method} vs {baseline}: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: too few to resolve "
                 f"(fewer than {MIN_RESOLVED}).")
-    if low > 0:
+    if resolution == "ahead":
         return f"{method} is ahead of {baseline} by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
-    if high < 0:
+    if resolution == "behind":
         return f"{method} is behind {baseline} by {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: resolved."
     return f"{method} vs {baseline}: {mean:+.3f} F1 [{low:+.3f}, {high:+.3f}] on {n} questions: not resolved (the interval spans 0)."
 
@@ -317,10 +324,10 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
 def _verdict(paired: tuple[int, tuple[float, float, float], tuple[int, int, int]] | None) -> str:
     if paired is None:
         return "–"
-    n, (mean, low, high), _ = paired
-    verdict = ("too few" if n < MIN_RESOLVED else "resolved: ahead" if low > 0 else "resolved: behind" if high < 0
-               else "level")
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], {verdict}"
+    _, (mean, low, high), _ = paired
+    resolution = _resolution(paired)
+    label = f"resolved: {resolution}" if resolution in ("ahead", "behind") else resolution
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], {label}"
 
 
 def summary_markdown(evaluations: Sequence[tuple[Mapping[str, Any], Mapping[str, Sequence[Any]]]]) -> str:
@@ -342,7 +349,7 @@ def summary_markdown(evaluations: Sequence[tuple[Mapping[str, Any], Mapping[str,
                          f"{_mean([v['f1'] for v in scored[method].values()]):.3f} | {_verdict(paired[BASELINE])} | "
                          f"{_verdict(paired.get(f'{BASELINE}@{method}'))} | {_seconds_per_query(rs)} |")
             resolved += [f"{dataset}: {_words(method, p, c)}" for c, p in paired.items()
-                         if p is not None and p[0] >= MIN_RESOLVED and (p[1][1] > 0 or p[1][2] < 0)]
+                         if p is not None and _resolution(p) in ("ahead", "behind")]
     return "\n".join(lines + ["", *(resolved or ["No difference is resolved."]), ""])
 
 
