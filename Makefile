@@ -23,7 +23,7 @@ LINT := $(BIN)/ruff check . && $(BIN)/mypy $(PACKAGES) && $(BIN)/lint-imports &&
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --progress-bar off -c constraints.txt uv==$(UV_VERSION) torch llama-cpp-python
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[all,dev]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e ".[all,dev]"
 	touch $(STAMP)
 
 setup: $(STAMP)

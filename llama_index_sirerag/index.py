@@ -63,7 +63,7 @@ from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, embedder_identity, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
-from multihop_rag.indexing.clustering import replayable_cluster
+from multihop_rag.indexing.clustering import replayable_cluster, warm_up
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
@@ -245,6 +245,8 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         config, started, before = self.config, time.perf_counter(), self.llm.usage
         rewritten = splits = 0
         first_build = not self.nodes
+        if add and first_build:
+            warm_up()  # UMAP compiles beside the chunks' embedding (an update clusters only to split a cluster)
         gone = [cid for doc_id in remove for cid in self.documents.pop(doc_id, {}).get("chunks", [])]
         for cid in gone:
             self.propositions.pop(cid, None)

@@ -98,3 +98,30 @@ def test_bic_patience_stops_early_but_picks_the_same_k(monkeypatch):
     exhaustive = gmm_soft_clusters(x, ClusterConfig(bic_patience=None))
     assert tried_patient < len(fits) == 40
     assert [m.tolist() for m in patient] == [m.tolist() for m in exhaustive]
+
+
+def test_warm_up_compiles_umap_once_per_process_in_the_background(monkeypatch):
+    from multihop_rag.indexing import clustering
+
+    fits = []
+    monkeypatch.setattr(clustering, "_umap", lambda x, dim, neighbors, seed: fits.append(len(x)))
+    clustering.warm_up.cache_clear()
+    thread = clustering.warm_up()
+    assert clustering.warm_up() is thread and thread.daemon
+    thread.join(timeout=10)
+    assert fits == [16]
+    clustering.warm_up.cache_clear()
+
+
+def test_a_failing_warm_up_is_left_to_the_first_real_clustering(monkeypatch, caplog):
+    from multihop_rag.indexing import clustering
+
+    def broken(*args, **kwargs):
+        raise ImportError("no umap")
+
+    monkeypatch.setattr(clustering, "_umap", broken)
+    clustering.warm_up.cache_clear()
+    with caplog.at_level("DEBUG", logger=clustering.__name__):
+        clustering.warm_up().join(timeout=10)
+    assert "no umap" in caplog.text
+    clustering.warm_up.cache_clear()

@@ -397,6 +397,17 @@ def test_insert_adds_documents_and_keeps_the_store_in_sync(docs, tmp_path):
     assert stored_ids(index.vector_store) == set(index.nodes)
 
 
+def test_umap_compiles_beside_the_first_builds_embedding(docs, tmp_path, monkeypatch):
+    import llama_index_sirerag.index as sirerag_index
+
+    started = []
+    monkeypatch.setattr(sirerag_index, "warm_up", lambda: started.append(True))
+    index, _ = build(docs[:4], tmp_path)
+    assert started == [True]
+    index.insert(docs[4])
+    assert started == [True]  # an update joins the nearest clusters: UMAP only if a cluster must split
+
+
 def test_empty_corpus_is_refused():
     with pytest.raises(ValueError, match="at least one document"):
         SiReRAGIndex.from_documents([], llm=fake_llm(), embed_model=HashEmbedding())

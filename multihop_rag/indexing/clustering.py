@@ -28,8 +28,11 @@ replays like an LLM call does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,7 +40,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["ClusterConfig", "DecisionStore", "cluster", "gmm_soft_clusters", "replayable_cluster"]
+__all__ = ["ClusterConfig", "DecisionStore", "cluster", "gmm_soft_clusters", "replayable_cluster", "warm_up"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,26 @@ def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
             init="spectral" if n > dim + 2 else "random",
         )
         return reducer.fit_transform(x)
+
+
+def _compile_umap() -> None:
+    try:
+        _umap(np.random.default_rng(0).normal(size=(16, 32)), dim=10, neighbors=4, seed=0)
+    except Exception as exc:  # the build's own first UMAP will raise it where it can be handled
+        log.debug("UMAP warm-up failed: %s", exc)
+
+
+@functools.cache
+def warm_up() -> threading.Thread:
+    """Compile UMAP's numba kernels in a background thread, once per process.
+
+    UMAP compiles them on its first use in a process (16 s on a 2-core machine: 4 s importing, 12 s
+    compiling), which a small build would otherwise wait for with no LLM call in flight; started before the
+    leaves are embedded, the compile overlaps that work. The first clustering waits for it (numba's
+    compiler lock) if it has not finished."""
+    thread = threading.Thread(target=_compile_umap, name="umap-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _fit_gmm(x: np.ndarray, k: int, seed: int) -> Any:
