@@ -101,27 +101,70 @@ def test_bic_patience_stops_early_but_picks_the_same_k(monkeypatch):
 
 
 def test_warm_up_compiles_umap_once_per_process_in_the_background(monkeypatch):
+    import umap
+
     from multihop_rag.indexing import clustering
 
     fits = []
-    monkeypatch.setattr(clustering, "_umap", lambda x, dim, neighbors, seed: fits.append(len(x)))
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+        def fit_transform(self, x):
+            fits.append((len(x), self.kwargs["metric"]))
+
+    monkeypatch.setattr(umap, "UMAP", Recorder)
     clustering.warm_up.cache_clear()
     thread = clustering.warm_up()
     assert clustering.warm_up() is thread and thread.daemon
     thread.join(timeout=10)
-    assert fits == [16]
+    assert fits == [(16, "cosine")]
     clustering.warm_up.cache_clear()
 
 
 def test_a_failing_warm_up_is_left_to_the_first_real_clustering(monkeypatch, caplog):
+    import umap
+
     from multihop_rag.indexing import clustering
 
-    def broken(*args, **kwargs):
-        raise ImportError("no umap")
+    def broken(**kwargs):
+        raise ValueError("no umap")
 
-    monkeypatch.setattr(clustering, "_umap", broken)
+    monkeypatch.setattr(umap, "UMAP", broken)
     clustering.warm_up.cache_clear()
     with caplog.at_level("DEBUG", logger=clustering.__name__):
         clustering.warm_up().join(timeout=10)
     assert "no umap" in caplog.text
+    clustering.warm_up.cache_clear()
+
+
+def test_the_warm_up_leaves_the_other_threads_warnings_alone(monkeypatch):
+    import threading
+    import warnings
+
+    import umap
+
+    from multihop_rag.indexing import clustering
+
+    compiling, release = threading.Event(), threading.Event()
+
+    class Blocking:
+        def __init__(self, **kwargs):
+            pass
+
+        def fit_transform(self, x):
+            compiling.set()
+            release.wait(10)
+
+    monkeypatch.setattr(umap, "UMAP", Blocking)
+    clustering.warm_up.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:  # warnings filters are process-wide
+        warnings.simplefilter("always")
+        thread = clustering.warm_up()
+        assert compiling.wait(10)
+        warnings.warn("the user's own warning", UserWarning, stacklevel=1)
+        release.set()
+        thread.join(timeout=10)
+    assert [str(w.message) for w in caught] == ["the user's own warning"]
     clustering.warm_up.cache_clear()

@@ -86,8 +86,13 @@ def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
 
 
 def _compile_umap() -> None:
+    # Not through _umap: warnings.catch_warnings is process-wide, and this runs beside other threads.
+    # n_jobs=1, as a seeded UMAP runs anyway, keeps it from warning about that.
     try:
-        _umap(np.random.default_rng(0).normal(size=(16, 32)), dim=10, neighbors=4, seed=0)
+        import umap
+
+        umap.UMAP(n_neighbors=4, n_components=10, metric="cosine", random_state=0, n_jobs=1,
+                  init="spectral").fit_transform(np.random.default_rng(0).normal(size=(16, 32)))
     except Exception as exc:  # the build's own first UMAP will raise it where it can be handled
         log.debug("UMAP warm-up failed: %s", exc)
 
