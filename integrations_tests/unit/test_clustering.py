@@ -168,3 +168,33 @@ def test_the_warm_up_leaves_the_other_threads_warnings_alone(monkeypatch):
         thread.join(timeout=10)
     assert [str(w.message) for w in caught] == ["the user's own warning"]
     clustering.warm_up.cache_clear()
+
+
+def test_umap_in_two_threads_leaves_the_warning_filters_as_they_were(monkeypatch):
+    """The similarity and relatedness trees cluster side by side; interleaved warning catches must not
+    leave an "ignore" filter behind for the whole process."""
+    import threading
+    import time
+    import warnings
+
+    import umap
+
+    from multihop_rag.indexing import clustering
+
+    class Slow:
+        def __init__(self, **kwargs):
+            pass
+
+        def fit_transform(self, x):
+            time.sleep(0.3)
+            return x[:, :2]
+
+    monkeypatch.setattr(umap, "UMAP", Slow)
+    before = list(warnings.filters)
+    threads = [threading.Thread(target=clustering._umap, args=(np.zeros((20, 8)), 2, 5, 0)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert warnings.filters == before

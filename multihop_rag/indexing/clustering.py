@@ -69,30 +69,35 @@ class ClusterConfig:
     """Seed of UMAP, the GMMs and the sampling (RAPTOR's RANDOM_SEED)."""
 
 
-def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
+_UMAP_WARNINGS = threading.Lock()
+"""Held around UMAP's silenced warnings: ``warnings.catch_warnings`` saves and restores process-wide
+filters, and the two trees cluster side by side; interleaved, one thread would restore the other's
+"ignore" for the whole process."""
+
+
+def _reducer(n: int, dim: int, neighbors: int, seed: int) -> Any:
     import umap
 
-    n = len(x)
-    with warnings.catch_warnings():
+    return umap.UMAP(
+        n_neighbors=max(2, min(neighbors, n - 1)),
+        n_components=min(dim, n - 2),
+        metric="cosine",
+        random_state=seed,
+        n_jobs=1,  # what a seeded UMAP runs with anyway
+        init="spectral" if n > dim + 2 else "random",
+    )
+
+
+def _umap(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
+    with _UMAP_WARNINGS, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reducer = umap.UMAP(
-            n_neighbors=max(2, min(neighbors, n - 1)),
-            n_components=min(dim, n - 2),
-            metric="cosine",
-            random_state=seed,
-            init="spectral" if n > dim + 2 else "random",
-        )
-        return reducer.fit_transform(x)
+        return _reducer(len(x), dim, neighbors, seed).fit_transform(x)
 
 
 def _compile_umap() -> None:
-    # Not through _umap: warnings.catch_warnings is process-wide, and this runs beside other threads.
-    # n_jobs=1, as a seeded UMAP runs anyway, keeps it from warning about that.
+    # Warnings not silenced: that would hide other threads' warnings while it compiles.
     try:
-        import umap
-
-        umap.UMAP(n_neighbors=4, n_components=10, metric="cosine", random_state=0, n_jobs=1,
-                  init="spectral").fit_transform(np.random.default_rng(0).normal(size=(16, 32)))
+        _reducer(16, dim=10, neighbors=4, seed=0).fit_transform(np.random.default_rng(0).normal(size=(16, 32)))
     except Exception as exc:  # the build's own first UMAP will raise it where it can be handled
         log.debug("UMAP warm-up failed: %s", exc)
 
