@@ -60,14 +60,24 @@ class InFlight:
 
 def test_stages_side_by_side_share_the_slots_and_fill_each_others_gaps():
     """Issue 24: SiReRAG's two trees run beside each other within one limit of calls in flight."""
-    seen = InFlight()
+    seen, b_running, b_came_in_time = InFlight(), threading.Event(), []
 
-    def stage(name):
-        return lambda limit: map_bounded(lambda i: seen.call(name) or i, list(range(12)), max_concurrency=limit,
-                                         show_progress=False)
+    def a_call(i: int) -> int:
+        seen.call("a")
+        if i == 11:  # a's last call: a waits on nothing else, so its free slots are b's (no race with b's start)
+            b_came_in_time.append(b_running.wait(timeout=30))
+        return i
 
-    assert side_by_side(stage("a"), stage("b"), max_concurrency=3) == (list(range(12)), list(range(12)))
-    assert seen.most == 3 and seen.overlapped
+    def b_call(i: int) -> int:
+        b_running.set()
+        seen.call("b")
+        return i
+
+    def stage(call):
+        return lambda limit: map_bounded(call, list(range(12)), max_concurrency=limit, show_progress=False)
+
+    assert side_by_side(stage(a_call), stage(b_call), max_concurrency=3) == (list(range(12)), list(range(12)))
+    assert seen.most == 3 and b_came_in_time == [True]
 
 
 def test_a_freed_slot_goes_to_the_call_that_waited_longest():
