@@ -44,14 +44,13 @@ class InFlight:
     """Counts the calls in flight, by stage, and the most seen at once."""
 
     def __init__(self) -> None:
-        self.lock, self.now, self.most, self.overlapped = threading.Lock(), {"a": 0, "b": 0}, 0, False
+        self.lock, self.now, self.most = threading.Lock(), {"a": 0, "b": 0}, 0
         self.order: list[str] = []
 
     def call(self, stage: str, seconds: float = 0.01) -> None:
         with self.lock:
             self.now[stage] += 1
             self.most = max(self.most, sum(self.now.values()))
-            self.overlapped |= all(self.now.values())
             self.order.append(stage)
         time.sleep(seconds)
         with self.lock:
