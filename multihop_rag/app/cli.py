@@ -326,7 +326,7 @@ def _eval(args: argparse.Namespace) -> int:
     setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
                "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
     evaluate(entries, passages, questions, models, out, setting)
-    print((out / "report.md").read_text())
+    print((out / "report.md").read_text(encoding="utf-8"))
     print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
 
@@ -343,7 +343,7 @@ def _report(args: argparse.Namespace) -> int:
         print(f"report: {folder / 'report.md'}, {folder / 'report.png'}")
     summary = summary_markdown(evaluations)
     if args.summary:
-        Path(args.summary).write_text(summary)
+        Path(args.summary).write_text(summary, encoding="utf-8")
     print(summary)
     return 0
 

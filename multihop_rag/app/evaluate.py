@@ -124,7 +124,7 @@ def read_results(out: Path) -> list[Result]:
     path = out / "results.jsonl"
     if not path.exists():
         return []
-    return [Result(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [Result(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _set_aside_stale(out: Path, versions: dict[str, dict[str, Any]]) -> None:

@@ -396,6 +396,6 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``out/report.md`` and ``out/report.png``; returns their paths."""
     md = out / "report.md"
-    md.write_text(markdown(results, builds, setting))
+    md.write_text(markdown(results, builds, setting), encoding="utf-8")
     png = plot(results, builds, out / "report.png", f"{setting.get('dataset')} / {setting.get('split')}, {setting.get('llm')}")
     return md, png
