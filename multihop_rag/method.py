@@ -142,6 +142,17 @@ class Models:
         chat.callbacks = [UsageCallback(models.chat_usage, models.chat_clock)]
         return models
 
+    def close(self) -> None:
+        """Close the LLM-call cache, so its file is whole on disk now rather than when the collector gets to it."""
+        if self.llm.cache is not None:
+            self.llm.cache.close()
+
+    def __enter__(self) -> Models:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def usage(self) -> Usage:
         """Calls that reached a model, calls answered by a cache, tokens, seconds and busy time (the
         union of both frameworks' call intervals)."""

@@ -310,8 +310,6 @@ def test_a_damaged_store_is_one_line_and_overwrite_always_starts_over(capsys, do
     elif damage == "manifest":
         (store / "multihop_rag.json").write_text('{"method": "na')
     else:
-        for part in store.glob("llm_calls.sqlite-*"):  # the log of the connection the first run left open
-            part.unlink()
         (store / "llm_calls.sqlite").write_bytes(b"not a database" * 100)
     if damage != "cache":  # the fakes take no cache: the real one is opened below
         code, _, err = run(capsys, "index", str(docs), "--store", str(store))
@@ -322,6 +320,14 @@ def test_a_damaged_store_is_one_line_and_overwrite_always_starts_over(capsys, do
     assert run(capsys, "ask", "Which river?", "--store", str(store))[0] == 0
     if damage == "cache":
         assert [p.name.split("-")[0] for p in store.glob("llm_calls.sqlite.damaged-*")] == ["llm_calls.sqlite.damaged"]
+
+
+def test_a_command_closes_its_llm_call_cache_when_it_ends(capsys, docs, tmp_path, fake_models):
+    store = tmp_path / "s"
+    assert run(capsys, "index", str(docs), "--store", str(store))[0] == 0
+    # closing the last connection folds SQLite's write-ahead log into the file and removes it: nothing is left open
+    # that a later close (at garbage collection) could write into the store behind another command's back
+    assert (store / "llm_calls.sqlite").is_file() and not list(store.glob("llm_calls.sqlite-*"))
 
 
 def test_a_damaged_llm_call_cache_is_named_with_its_fix(capsys, docs, tmp_path, monkeypatch):

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -198,3 +201,32 @@ def test_umap_in_two_threads_leaves_the_warning_filters_as_they_were(monkeypatch
     for thread in threads:
         thread.join(timeout=10)
     assert warnings.filters == before
+
+
+WATCH_THE_STREAMS = """
+import sys, threading, types
+from multihop_rag.indexing import clustering
+
+swaps = []
+
+
+class Watched(types.ModuleType):
+    def __setattr__(self, name, value):
+        if name in ("stdout", "stderr") and threading.current_thread() is not threading.main_thread():
+            swaps.append((threading.current_thread().name, name))
+        super().__setattr__(name, value)
+
+
+sys.__class__ = Watched
+clustering.warm_up().join()
+print(swaps)
+"""
+
+
+def test_umaps_compile_in_the_background_never_swaps_the_process_output_streams():
+    # numba colours its compile messages with colorama, which swaps sys.stdout/sys.stderr and puts back the ones it
+    # saw first: from the warm-up thread, that sends the main thread's output (a notebook cell's, a test's capture)
+    # to a stream that is no longer the current one
+    out = subprocess.run([sys.executable, "-c", WATCH_THE_STREAMS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

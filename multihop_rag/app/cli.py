@@ -103,9 +103,14 @@ def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -
     try:
         models = _models(args, cache=folder / "llm_calls.sqlite")
     except sqlite3.DatabaseError as exc:
-
         raise StoreError(f"the LLM-call cache {folder / 'llm_calls.sqlite'} is damaged ({exc}): delete it (the build then "
                          "makes its calls again) or rebuild with --overwrite, which sets it aside") from exc
+    with models:
+        return _build_or_update(args, passages, folder, method, config, models, method_name, updating)
+
+
+def _build_or_update(args: argparse.Namespace, passages: list[Any], folder: Path, method: Any, config: Any, models: Any,
+                     method_name: str, updating: bool) -> int:
     if not updating and not _confirm_build(method, config, passages, models, args.yes):
         _say("not built")
         return 1
@@ -261,8 +266,12 @@ def _ask_store(args: argparse.Namespace, folder: Path) -> int:
         _check_same(manifest, method_name, args)
     args.llm = args.llm or manifest.get("llm")
     args.embed = args.embed or manifest.get("embed")
-    models = _models(args, cache=None)
+    with _models(args, cache=None) as models:
+        return _answer_from_store(args, folder, manifest, built, method_name, over_retriever, models)
 
+
+def _answer_from_store(args: argparse.Namespace, folder: Path, manifest: dict[str, Any], built: str, method_name: str,
+                       over_retriever: bool, models: Any) -> int:
     store_method = registry.get(built)
     # the store's recorded settings, with the --set items naming its method on top (query-time settings such
     # as resp.max_iterations or garlic.stop_patience; a build-time one changes nothing already built)
@@ -322,10 +331,10 @@ def _eval(args: argparse.Namespace) -> int:
     questions = questions[: args.limit] if args.limit else questions
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    models = _models(args, cache=out / "llm_calls.sqlite")
-    setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
-               "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
-    evaluate(entries, passages, questions, models, out, setting)
+    with _models(args, cache=out / "llm_calls.sqlite") as models:
+        setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
+                   "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
+        evaluate(entries, passages, questions, models, out, setting)
     print((out / "report.md").read_text(encoding="utf-8"))
     print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
@@ -356,7 +365,20 @@ def _demo(args: argparse.Namespace) -> int:
         names = list(registry.available())
     root = Path(args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-"))
     _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; methods: {', '.join(names)}; store: {root}")
-    models = _models(args, cache=root / "llm_calls.sqlite")
+    with _models(args, cache=root / "llm_calls.sqlite") as models:
+        table = _demo_answers(args, names, questions, passages, root, models)
+    print("\n| method | correct | s / question | LLM calls / question |\n|---|---|---|---|")
+    for name in names:
+        rows = [r for r in table if r[0] == name]
+        print(f"| {name} | {sum(r[2] for r in rows)}/{len(rows)} | {sum(r[3] for r in rows) / len(rows):.1f} | "
+              f"{sum(r[4] for r in rows) / len(rows):.1f} |")
+    print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
+    return 0
+
+
+def _demo_answers(args: argparse.Namespace, names: list[str], questions: list[Any], passages: list[Any], root: Path,
+                  models: Any) -> list[tuple[str, str, bool, float, int]]:
+    """Each method built on the demo corpus and asked each question: (method, question id, right, seconds, calls)."""
     table = []
     for name in names:
         method, config = _method(name, args.set)
@@ -371,13 +393,7 @@ def _demo(args: argparse.Namespace) -> int:
             ok = accuracy(answer.text, q.answers) == 1.0
             print(f"[{name}] A: {answer.text}   gold: {q.answers[0]} {'✓' if ok else '✗'}  ({answer.seconds:.1f} s, {spent.calls + spent.cache_hits} LLM calls)")
             table.append((name, q.id, ok, answer.seconds, spent.calls + spent.cache_hits))
-    print("\n| method | correct | s / question | LLM calls / question |\n|---|---|---|---|")
-    for name in names:
-        rows = [r for r in table if r[0] == name]
-        print(f"| {name} | {sum(r[2] for r in rows)}/{len(rows)} | {sum(r[3] for r in rows) / len(rows):.1f} | "
-              f"{sum(r[4] for r in rows) / len(rows):.1f} |")
-    print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
-    return 0
+    return table
 
 
 def _positive_int(text: str) -> int:

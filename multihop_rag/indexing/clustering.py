@@ -32,6 +32,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -43,6 +44,12 @@ import numpy as np
 __all__ = ["ClusterConfig", "DecisionStore", "cluster", "gmm_soft_clusters", "replayable_cluster", "warm_up"]
 
 log = logging.getLogger(__name__)
+
+# Numba colours its compile messages with colorama, which swaps sys.stdout and sys.stderr for wrappers and then puts
+# back the streams it saw first. From :func:`warm_up`'s thread that sends the main thread's output (a notebook
+# cell's, a test's capture) to a stream that is no longer the current one. Plain messages need no swap; read
+# when numba is first imported, and a user's own setting wins.
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 
 @dataclass(frozen=True)
