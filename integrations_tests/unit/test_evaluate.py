@@ -178,6 +178,9 @@ def test_an_interrupted_build_is_marked_resumed(tmp_path):
         _run([FakeMethod("raptor", {}, crash_build=True)], tmp_path)
     _, builds = _run([FakeMethod("raptor", {}, replayed=2)], tmp_path)
     assert builds["raptor"]["resumed"] is True and "(resumed)" in (tmp_path / "report.md").read_text()
+    # the summary's row too: its build seconds and calls are the last run's, not a whole build's
+    summary = next(line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| raptor |"))
+    assert "(resumed)" in summary and "(2 cached)" in summary
 
 
 def test_an_interrupted_build_that_replays_no_call_is_a_whole_build_not_a_resumed_one(tmp_path):

@@ -133,6 +133,16 @@ def tper(tpq: float, pool: float, tpq_raptor: float, pool_raptor: float) -> floa
     return (tpq / tpq_raptor) / (pool / pool_raptor)
 
 
+def _build_seconds(build: Mapping[str, Any]) -> str:
+    """A build's seconds, marked when it went on from an interrupted one (then they are its last run's)."""
+    return f"{build.get('seconds', 0):.0f}" + (" (resumed)" if build.get("resumed") else "")
+
+
+def _build_calls(build: Mapping[str, Any]) -> str:
+    """A build's LLM calls, with those its cache answered."""
+    return f"{build.get('llm_calls', 0)}" + (f" ({build['cache_hits']} cached)" if build.get("cache_hits") else "")
+
+
 def _seconds_per_query(rs: Sequence[Any]) -> str:
     """Mean seconds per query, marked when LLM calls came from a cache: their time is not in it."""
     hits, calls = sum(r.cache_hits for r in rs), sum(r.llm_calls + r.cache_hits for r in rs)
@@ -226,7 +236,7 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
         lines.append(
             f"| {method} | {len(rs)} | {_ci([v['f1'] for v in s.values()])} | {_mean([v['em'] for v in s.values()]):.3f} | "
             f"{_mean([v['acc'] for v in s.values()]):.3f} | {delta} | {wtl} | {_mean(support):.3f} | {_mean(answerable):.3f} | "
-            f"{b.get('seconds', 0):.0f} | {b.get('llm_calls', 0)} | {_seconds_per_query(rs)} | "
+            f"{_build_seconds(b)} | {_build_calls(b)} | {_seconds_per_query(rs)} | "
             f"{_mean([r.llm_calls + r.cache_hits for r in rs]):.1f} |"
         )
     lines += [""] + sentences + [""]
@@ -299,10 +309,8 @@ def markdown(results: Mapping[str, Sequence[Any]], builds: Mapping[str, Mapping[
         ratio = "–"
         if raptor and rs and pool:
             ratio = f"{tper(tpq, pool, _mean([r.seconds for r in results['raptor']]), builds['raptor']['pool_size']):.3f}"
-        resumed = " (resumed)" if b.get("resumed") else ""
-        cached = f" ({b['cache_hits']} cached)" if b.get("cache_hits") else ""
         lines.append(
-            f"| {method} | {b.get('seconds', 0):.0f}{resumed} | {b.get('busy_share', 0):.2f} | {b.get('llm_calls', 0)}{cached} | "
+            f"| {method} | {_build_seconds(b)} | {b.get('busy_share', 0):.2f} | {_build_calls(b)} | "
             f"{b.get('prompt_tokens', 0)} / {b.get('completion_tokens', 0)} | {b.get('peak_rss_mb', 0):.0f} | {pool} | "
             f"{_seconds_per_query(rs)} | {_mean([r.llm_calls + r.cache_hits for r in rs]):.1f} | "
             f"{_mean([r.prompt_tokens + r.completion_tokens for r in rs]):.0f} | {max((r.peak_rss_mb for r in rs), default=0):.0f} | {ratio} |"
