@@ -10,6 +10,7 @@ reason on stderr, 1 anything unexpected, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -56,7 +57,8 @@ def _models(args: argparse.Namespace, cache: Path | None = None) -> Any:
     """The models of a run, counted; with ``cache`` their calls are kept there (the store's own cache)."""
     started = time.perf_counter()
     _say("loading models …")
-    models = Models.from_specs(args.llm, args.embed, cache=cache, max_concurrency=args.max_concurrency)
+    models = args.opened.enter_context(  # closed when the command ends: its call cache whole on disk
+        Models.from_specs(args.llm, args.embed, cache=cache, max_concurrency=args.max_concurrency))
     _say(f"models ready in {time.perf_counter() - started:.1f} s: llm={models.llm_spec} embed={models.embed_spec} "
          f"({models.max_concurrency} LLM calls in flight at most)")
     return models
@@ -105,12 +107,6 @@ def _index_locked(args: argparse.Namespace, passages: list[Any], folder: Path) -
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the LLM-call cache {folder / 'llm_calls.sqlite'} is damaged ({exc}): delete it (the build then "
                          "makes its calls again) or rebuild with --overwrite, which sets it aside") from exc
-    with models:
-        return _build_or_update(args, passages, folder, method, config, models, method_name, updating)
-
-
-def _build_or_update(args: argparse.Namespace, passages: list[Any], folder: Path, method: Any, config: Any, models: Any,
-                     method_name: str, updating: bool) -> int:
     if not updating and not _confirm_build(method, config, passages, models, args.yes):
         _say("not built")
         return 1
@@ -266,12 +262,8 @@ def _ask_store(args: argparse.Namespace, folder: Path) -> int:
         _check_same(manifest, method_name, args)
     args.llm = args.llm or manifest.get("llm")
     args.embed = args.embed or manifest.get("embed")
-    with _models(args, cache=None) as models:
-        return _answer_from_store(args, folder, manifest, built, method_name, over_retriever, models)
+    models = _models(args, cache=None)
 
-
-def _answer_from_store(args: argparse.Namespace, folder: Path, manifest: dict[str, Any], built: str, method_name: str,
-                       over_retriever: bool, models: Any) -> int:
     store_method = registry.get(built)
     # the store's recorded settings, with the --set items naming its method on top (query-time settings such
     # as resp.max_iterations or garlic.stop_patience; a build-time one changes nothing already built)
@@ -331,10 +323,10 @@ def _eval(args: argparse.Namespace) -> int:
     questions = questions[: args.limit] if args.limit else questions
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with _models(args, cache=out / "llm_calls.sqlite") as models:
-        setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
-                   "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
-        evaluate(entries, passages, questions, models, out, setting)
+    models = _models(args, cache=out / "llm_calls.sqlite")
+    setting = {"dataset": dataset, "split": "custom" if args.questions else args.split, "corpus": corpus,
+               "passages": len(passages), "llm": models.llm_spec, "embed": models.embed_spec}
+    evaluate(entries, passages, questions, models, out, setting)
     print((out / "report.md").read_text(encoding="utf-8"))
     print(f"results: {out / 'results.jsonl'}\nreport: {out / 'report.md'}, {out / 'report.png'}")
     return 0
@@ -365,20 +357,7 @@ def _demo(args: argparse.Namespace) -> int:
         names = list(registry.available())
     root = Path(args.store or tempfile.mkdtemp(prefix="multihop-rag-demo-"))
     _say(f"demo corpus: {len(passages)} passages about the (fictional) country of Astrel; methods: {', '.join(names)}; store: {root}")
-    with _models(args, cache=root / "llm_calls.sqlite") as models:
-        table = _demo_answers(args, names, questions, passages, root, models)
-    print("\n| method | correct | s / question | LLM calls / question |\n|---|---|---|---|")
-    for name in names:
-        rows = [r for r in table if r[0] == name]
-        print(f"| {name} | {sum(r[2] for r in rows)}/{len(rows)} | {sum(r[3] for r in rows) / len(rows):.1f} | "
-              f"{sum(r[4] for r in rows) / len(rows):.1f} |")
-    print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
-    return 0
-
-
-def _demo_answers(args: argparse.Namespace, names: list[str], questions: list[Any], passages: list[Any], root: Path,
-                  models: Any) -> list[tuple[str, str, bool, float, int]]:
-    """Each method built on the demo corpus and asked each question: (method, question id, right, seconds, calls)."""
+    models = _models(args, cache=root / "llm_calls.sqlite")
     table = []
     for name in names:
         method, config = _method(name, args.set)
@@ -393,7 +372,13 @@ def _demo_answers(args: argparse.Namespace, names: list[str], questions: list[An
             ok = accuracy(answer.text, q.answers) == 1.0
             print(f"[{name}] A: {answer.text}   gold: {q.answers[0]} {'✓' if ok else '✗'}  ({answer.seconds:.1f} s, {spent.calls + spent.cache_hits} LLM calls)")
             table.append((name, q.id, ok, answer.seconds, spent.calls + spent.cache_hits))
-    return table
+    print("\n| method | correct | s / question | LLM calls / question |\n|---|---|---|---|")
+    for name in names:
+        rows = [r for r in table if r[0] == name]
+        print(f"| {name} | {sum(r[2] for r in rows)}/{len(rows)} | {sum(r[3] for r in rows) / len(rows):.1f} | "
+              f"{sum(r[4] for r in rows) / len(rows):.1f} |")
+    print(f"\nllm={models.llm_spec}, embed={models.embed_spec}")
+    return 0
 
 
 def _positive_int(text: str) -> int:
@@ -478,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.run(args))
+        with contextlib.ExitStack() as args.opened:  # what the command opens (its models) closes when it ends
+            return int(args.run(args))
     except MultihopRagError as exc:
         _say(f"multihop-rag {args.command}: {exc}")
         return 2
