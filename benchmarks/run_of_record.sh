@@ -12,6 +12,8 @@
 #   git worktree add --detach ../bench 72c327f && git -C ../bench checkout main -- multihop_rag/app/evaluate.py
 #   cp -r benchmarks/results/DATASET-devN ../bench/benchmarks/results/
 #   cd ../bench && BIN=$OLDPWD/.venv/bin PYTHONPATH=$PWD benchmarks/run_of_record.sh built-DATASET
+# (72c327f still holds the first run's benchmarks/results/hotpotqa-dev20, now under first-run/: remove it in the
+# worktree before built-hotpotqa's first start, or its rows are set aside into the new folder.)
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
