@@ -20,6 +20,7 @@ from llama_index_k2rag.index import K2RAGIndex
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
 from multihop_rag.frameworks.langchain import LlamaIndexRetriever
+from multihop_rag.frameworks.llama_index import update_document_index
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
 
 __all__ = ["K2RAGMethod", "K2RAGAnswerer", "METHOD", "evidence"]
@@ -57,18 +58,7 @@ class K2RAGAnswerer:
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Make the index hold exactly ``passages`` (new, changed by hash, removed); the index persists each change."""
-        started, before = time.perf_counter(), self.index.llm.usage
-        documents = [p.to_llama_index() for p in passages]
-        wanted = {d.doc_id for d in documents}
-        report = UpdateReport(removed=[d for d in self.index.documents if d not in wanted])
-        for doc_id in report.removed:
-            self.index.delete_ref_doc(doc_id)
-        known = set(self.index.documents)
-        fresh = self.index.refresh_ref_docs(documents)
-        report.added = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id not in known]
-        report.changed = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id in known]
-        report.llm_calls, report.seconds = (self.index.llm.usage - before).calls, time.perf_counter() - started
-        return report
+        return update_document_index(self.index, passages)
 
     def stats(self) -> dict[str, Any]:
         return self.index.stats()

@@ -10,7 +10,9 @@ import pytest
 from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.schema import BaseNode, Document, TextNode
 
-from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash
+from multihop_rag.corpus import Passage
+from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, update_document_index
+from multihop_rag.llm.usage import Usage
 
 
 class Recorder(DocumentIndex[IndexStruct]):
@@ -64,3 +66,39 @@ def test_unknown_documents_and_nodes_raise_before_anything_changes():
     with pytest.raises(KeyError, match="summaries go with their children"):
         index._delete_node("summary-1")
     assert index.changes == [(["a"], [])]
+
+
+class CountingLLM:
+    """Stands in for the index's counted LLM: each change costs one call per document added."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+
+class Summarizing(Recorder):
+    """A Recorder whose every change rewrites one summary per document it touches, as SiReRAG's trees do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.llm = CountingLLM()
+        self.last_update = {}
+
+    def _change(self, add: Sequence[Document], remove: Sequence[str]) -> dict[str, Any]:
+        super()._change(add, remove)
+        self.llm.usage = self.llm.usage + Usage(calls=len(add))
+        self.last_update = {"summaries_rewritten": len(add) + len(remove)}
+        return self.last_update
+
+
+def test_update_document_index_makes_the_index_hold_exactly_the_passages_and_counts_what_it_rewrote():
+    index = Summarizing()
+    index.insert([doc("a", "Alpha."), doc("b", "Beta."), doc("c", "Gamma.")])
+    passages = [Passage("a", "A", "Alpha."), Passage("b", "B", "Beta, changed."), Passage("d", "D", "Delta.")]
+    report = update_document_index(index, passages)
+    assert set(index.documents) == {"a", "b", "d"}
+    assert (report.added, report.changed, report.removed) == (["d"], ["b"], ["c"])
+    # one change per removal, then one for the new and the changed together; summaries summed over them
+    assert index.changes[1:] == [([], ["c"]), (["b", "d"], ["b"])]
+    assert report.summaries_rewritten == 1 + 3 and report.llm_calls == 2
+    again = update_document_index(index, passages)  # nothing to do: no change, the last count not taken twice
+    assert not again and again.summaries_rewritten == 0 and len(index.changes) == 3

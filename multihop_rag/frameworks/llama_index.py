@@ -13,6 +13,7 @@ never disagree.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -25,12 +26,15 @@ from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from multihop_rag.corpus import Passage
 from multihop_rag.errors import IndexFolderError
 from multihop_rag.indexing.persistence import recover, store_lock, undoable_update
 from multihop_rag.indexing.text import count_tokens
+from multihop_rag.llm.cache import CachedLLM
+from multihop_rag.method import UpdateReport
 from multihop_rag.stores import chroma_vector_store, forget_chroma_clients, outside_entries
 
-__all__ = ["DocumentIndex", "TokenBudget", "document_hash", "open_folder", "reload_vector_store"]
+__all__ = ["DocumentIndex", "TokenBudget", "document_hash", "open_folder", "reload_vector_store", "update_document_index"]
 
 IS = TypeVar("IS", bound=IndexStruct)
 
@@ -90,6 +94,12 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
 
     documents: dict[str, dict[str, Any]]
     """Document id → what the index keeps of it; at least ``hash``, ``title`` and ``chunks`` (its node ids)."""
+
+    llm: CachedLLM
+    """The index's LLM, counted (and cached when the index was given a cache)."""
+
+    last_update: dict[str, Any]
+    """What the last update did (:meth:`_change`'s return); ``summaries_rewritten`` where the index keeps summaries."""
 
     persist_folder: Path | None = None
     """The folder this index was last persisted to or loaded from (None: in memory only)."""
@@ -168,3 +178,24 @@ class DocumentIndex(BaseIndex[IS], Generic[IS]):
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:
         return {d: RefDocInfo(node_ids=list(info["chunks"]), metadata={"title": info["title"]}) for d, info in self.documents.items()}
+
+
+def update_document_index(index: DocumentIndex[Any], passages: Sequence[Passage]) -> UpdateReport:
+    """Make ``index`` hold exactly ``passages``: the ones it lacks removed one by one, the new and the changed (by
+    hash) added in one update; the index persists each change. Summaries rewritten are summed from each update's
+    ``last_update`` (the ``update`` of every method kept in a :class:`DocumentIndex`)."""
+    started, before = time.perf_counter(), index.llm.usage
+    documents = [p.to_llama_index() for p in passages]
+    wanted = {d.doc_id for d in documents}
+    report = UpdateReport(removed=[d for d in index.documents if d not in wanted])
+    for doc_id in report.removed:
+        index.delete_ref_doc(doc_id)
+        report.summaries_rewritten += index.last_update.get("summaries_rewritten", 0)
+    known = set(index.documents)
+    fresh = index.refresh_ref_docs(documents)
+    if any(fresh):  # else last_update is the last removal's, counted already
+        report.summaries_rewritten += index.last_update.get("summaries_rewritten", 0)
+    report.added = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id not in known]
+    report.changed = [d.doc_id for d, f in zip(documents, fresh, strict=True) if f and d.doc_id in known]
+    report.llm_calls, report.seconds = (index.llm.usage - before).calls, time.perf_counter() - started
+    return report
