@@ -49,12 +49,6 @@ class ReSPConfig(BaseModel):
         "generation prompt and §4.3 have it. Ours: the 1.5B's summaries drop the answer (a median of ~38 tokens "
         "against naive's five chunks), so the reader also sees what the summaries were made from.",
     )
-    last_hop_instruction: bool = Field(
-        False,
-        description="The generator's prompt asks for what the question finally asks for, not an entity passed on the "
-        "way (ours). False: Table 1's generation prompt. On MuSiQue the 1.5B's answer names an earlier hop's answer "
-        "from the question's decomposition in 14 of ReSP's 100 run-of-record answers.",
-    )
     shared_prefixes: Literal["off", "documents", "all"] = Field(
         "off",
         description="Prompts open with what a round's calls share, so llama.cpp's prompt cache (and a server's) reads "

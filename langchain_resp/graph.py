@@ -275,8 +275,7 @@ def resp_state_graph(
         if docs:
             prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
         else:
-            template = prompts.GENERATE_LAST_HOP if settings.last_hop_instruction else prompts.GENERATE
-            prompt = template.format(memory=memory, question=state["question"])
+            prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
         return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated)}

@@ -93,17 +93,6 @@ GENERATE_WITH_DOCUMENTS = (
 )
 """Ours: Table 1's generation prompt with the retrieved documents after the memory (``reader_tokens`` > 0)."""
 
-GENERATE_LAST_HOP = (
-    "Answer the question based on the given reference.\n"
-    "Only give me the answer and do not output any other words.\n"
-    "The question may name one thing to ask about another (the director of a film, the country of a city): "
-    "answer with what the question finally asks for, not with a person, place or work it passes on the way.\n"
-    "The following are given reference: {memory}\n"
-    "Question: {question}"
-)
-"""Ours (``last_hop_instruction``): Table 1's generation prompt with a line asking for the last hop's answer (on
-MuSiQue the 1.5B answers with an earlier hop's entity: "Ernst Mach" for the university where Mach worked)."""
-
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

@@ -402,15 +402,6 @@ def test_the_generator_reads_the_memory_only_by_default_as_table_1_has_it():
     assert "[Retrieved documents]" not in model.prompts[-1] and "born in Dunmere" not in model.prompts[-1]
 
 
-def test_with_last_hop_instruction_the_generator_asks_for_the_last_hop_and_reads_the_same_memory():
-    plain, last_hop = (ScriptedChatModel(Script(judge=("Yes",))) for _ in range(2))
-    build_resp_graph(plain, retriever(), config=ReSPConfig()).invoke({"question": QUESTION})
-    build_resp_graph(last_hop, retriever(), config=ReSPConfig(last_hop_instruction=True)).invoke({"question": QUESTION})
-    assert "finally asks for" not in plain.prompts[-1] and "finally asks for" in last_hop.prompts[-1]
-    assert plain.prompts[:-1] == last_hop.prompts[:-1]  # only the generator's prompt changes
-    assert last_hop.prompts[-1].endswith(plain.prompts[-1].split("The following are given reference:")[1])
-
-
 def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_rank_order():
     model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
     build_resp_graph(model, retriever(), config=ReSPConfig(reader_tokens=1000)).invoke({"question": QUESTION})
