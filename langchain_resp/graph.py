@@ -29,7 +29,8 @@ Algorithm 1 of the paper, node by node::
   question again would retrieve the same documents every round. A reply that asks nothing (the
   planner stating what it knows, :func:`sub_question_of`) is re-planned the same way.
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
-  paper's memory-only generator), the documents every round retrieved, each once, in rank order.
+  paper's memory-only generator), the documents every round retrieved, each once, in rank order — once the
+  run has made ``reader_min_rounds`` rounds.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every
@@ -271,7 +272,8 @@ def resp_state_graph(
     def generate(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        docs = reading_list(state.get("passages", []), settings.reader_tokens)
+        budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
+        docs = reading_list(state.get("passages", []), budget)
         if docs:
             prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
         else:

@@ -54,7 +54,7 @@ class Script:
         raise AssertionError(prompt)
 
 
-PAPER = ReSPConfig(judge_threshold=None)
+PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0)  # Table 1: the greedy Yes/No, a memory-only generator
 """Table 1's judge, its greedy Yes/No reply: what these tests pin unless they say otherwise."""
 
 
@@ -396,21 +396,31 @@ def test_combined_memory_format():
     assert text == "[Global evidence memory]\n- a\n[Local pathway memory]\n- Sub-question: q Answer: b"
 
 
-def test_the_generator_reads_the_memory_only_by_default_as_table_1_has_it():
-    model = ScriptedChatModel(Script(judge=("Yes",)))
-    build_resp_graph(model, retriever(), config=ReSPConfig()).invoke({"question": QUESTION})
+def test_with_reader_tokens_0_the_generator_reads_the_memory_only_as_table_1_has_it():
+    model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
+    build_resp_graph(model, retriever(), config=PAPER).invoke({"question": QUESTION})
     assert "[Retrieved documents]" not in model.prompts[-1] and "born in Dunmere" not in model.prompts[-1]
 
 
 def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_rank_order():
     model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
-    build_resp_graph(model, retriever(), config=ReSPConfig(reader_tokens=1000)).invoke({"question": QUESTION})
+    build_resp_graph(model, retriever(), config=PAPER.model_copy(update={"reader_tokens": 1000, "reader_min_rounds": 1})).invoke({"question": QUESTION})
     prompt = model.prompts[-1]
     assert prompt.startswith("Answer the question based on the given reference")
     assert prompt.index("[Global evidence memory]") < prompt.index("[Retrieved documents]") < prompt.index("Question:")
     # round 1 retrieved kesh, halvard; round 2 halvard again (once) — each document once, in order
     assert prompt.count("Tomas Halvard was born in Dunmere.") == 1
     assert prompt.index("Doc 1(Title: Kesh Bridge)") < prompt.index("Doc 2(Title: Tomas Halvard)")
+
+
+def test_with_reader_min_rounds_the_generator_reads_the_documents_only_after_that_many_rounds():
+    config = PAPER.model_copy(update={"reader_tokens": 1000, "reader_min_rounds": 2})
+    stopped = ScriptedChatModel(Script(judge=("Yes",)))
+    build_resp_graph(stopped, retriever(), config=config).invoke({"question": QUESTION})
+    assert "[Retrieved documents]" not in stopped.prompts[-1]  # the judge ended it after round 1: memory only
+    went_on = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
+    build_resp_graph(went_on, retriever(), config=config).invoke({"question": QUESTION})
+    assert "[Retrieved documents]" in went_on.prompts[-1]
 
 
 def test_the_reading_list_keeps_whole_documents_within_the_budget():
