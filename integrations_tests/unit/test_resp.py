@@ -54,8 +54,8 @@ class Script:
         raise AssertionError(prompt)
 
 
-PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0)  # Table 1: the greedy Yes/No, a memory-only generator
-"""Table 1's judge, its greedy Yes/No reply: what these tests pin unless they say otherwise."""
+PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0)
+"""Table 1's judge (its greedy Yes/No reply) and memory-only generator: what these tests pin unless they say otherwise."""
 
 
 def run(script: Script, **settings):
@@ -404,7 +404,7 @@ def test_with_reader_tokens_0_the_generator_reads_the_memory_only_as_table_1_has
 
 def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_rank_order():
     model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
-    build_resp_graph(model, retriever(), config=PAPER.model_copy(update={"reader_tokens": 1000, "reader_min_rounds": 1})).invoke({"question": QUESTION})
+    build_resp_graph(model, retriever(), config=ReSPConfig(judge_threshold=None, reader_tokens=1000, reader_min_rounds=1)).invoke({"question": QUESTION})
     prompt = model.prompts[-1]
     assert prompt.startswith("Answer the question based on the given reference")
     assert prompt.index("[Global evidence memory]") < prompt.index("[Retrieved documents]") < prompt.index("Question:")
@@ -414,7 +414,7 @@ def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_r
 
 
 def test_with_reader_min_rounds_the_generator_reads_the_documents_only_after_that_many_rounds():
-    config = PAPER.model_copy(update={"reader_tokens": 1000, "reader_min_rounds": 2})
+    config = ReSPConfig(judge_threshold=None, reader_tokens=1000, reader_min_rounds=2)
     stopped = ScriptedChatModel(Script(judge=("Yes",)))
     build_resp_graph(stopped, retriever(), config=config).invoke({"question": QUESTION})
     assert "[Retrieved documents]" not in stopped.prompts[-1]  # the judge ended it after round 1: memory only
