@@ -58,6 +58,7 @@ from multihop_rag.frameworks.langgraph import (
     doc_key,
     document_record,
     format_documents,
+    format_reading,
     reading_list,
     repeated,
     run_settings,
@@ -275,7 +276,7 @@ def resp_state_graph(
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget)
         if docs:
-            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
+            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_reading(docs), question=state["question"])
         else:
             prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)

@@ -96,7 +96,7 @@ from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuesti
 from multihop_rag.frameworks.langgraph import (
     dialogue_node,
     document_record,
-    format_documents,
+    format_reading,
     reading_list,
     run_settings,
     word_overlap,
@@ -271,7 +271,7 @@ def hirag_state_graph(
         else:
             known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
         template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
-        prompt = template.format(question=state["question"], known=known, docs=format_documents(docs))
+        prompt = template.format(question=state["question"], known=known, docs=format_reading(docs))
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
         concluded = final_line(reasoning) or reasoning.text
         extract = prompts.EXTRACT_ANSWER.format(response=concluded, question=state["question"])

@@ -65,6 +65,12 @@ class GarlicConfig(BaseModel):
         "on HotpotQA dev 101–120 F1 0.294 against 0.241 (3 questions better, 2 worse), 9 nodes read a search instead "
         "of 24, 57 s a question against 140 (issue 41).",
     )
+    ask_after_chunk: bool = Field(
+        False,
+        description="The Yes/No of Dynamic Progress Control is first asked once the search has read a level-1 chunk; "
+        "until then it goes down unasked (ours; False: asked from the first step, §3.2.1). On the run of record's "
+        "pools the 1.5B said \"Yes\" over top-level points before any chunk in most searches and answered from them.",
+    )
     short_answer: bool = Field(
         False,
         description="Every answer prompt also asks for as few words as possible, SiReRAG §5.4's instruction that the "

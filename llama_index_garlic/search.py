@@ -3,7 +3,8 @@
 1. The visited set S starts as the top-level nodes (if they do not fit the window, the ones
    most similar to the query that fit in half of it, as the paper's fixed-budget ablation does;
    with ``start_nodes``, that many of the most similar).
-2. The LLM gets Table 5's first turn — the question and S in visit order — and answers Yes/No.
+2. The LLM gets Table 5's first turn — the question and S in visit order — and answers Yes/No (with
+   ``ask_after_chunk``, only once S holds a level-1 chunk; until then step 3 runs unasked).
 3. On "No" (or a "Yes" short of the stop patience p) every unvisited node is scored by
    ``z = Eᵀa`` plus the query–node embedding similarity, each normalised to sum to 1
    (:func:`~llama_index_garlic.graph.next_node_scores`); the best is appended to S. ``a`` is the
@@ -162,6 +163,7 @@ def graph_search(
     dynamic_progress_control: bool = True,
     fixed_nodes: int = 17,
     start_nodes: int | None = None,
+    ask_after_chunk: bool = False,
     answer: bool = True,
 ) -> SearchResult:
     """Run §3.2 for ``question`` (see the module docstring). ``budget``: tokens of the first-turn prompt."""
@@ -206,7 +208,7 @@ def graph_search(
         return prompts.FIRST_TURN.format(question=question, information=information)
 
     while True:
-        if dynamic_progress_control:
+        if dynamic_progress_control and (not ask_after_chunk or any(graph.nodes[i].level == 1 for i in order)):
             reply = controller.sufficient(prompt())
             replies.append(reply)
             yes += reply == "Yes"

@@ -526,6 +526,19 @@ def test_start_nodes_starts_from_the_most_query_similar_top_level_nodes_and_asks
     assert whole.visited == ["i1", "i2"]  # None: the whole top level (§3.2.1)
 
 
+def test_ask_after_chunk_asks_yes_no_only_once_a_chunk_is_in_the_information():
+    """Issue 41: the 1.5B said "Yes" over top-level paraphrases before any chunk in most searches of the run of
+    record's pools; with ``ask_after_chunk`` the search goes down without a Yes/No until it has read a chunk."""
+    graph = hand_graph()
+    result, controller = search(graph, "Who designed the bridge?", ["Yes"], start_nodes=1, ask_after_chunk=True)
+    levels = {node.id: node.level for node in graph.nodes}
+    first_chunk = next(i for i, node in enumerate(result.visited) if levels[node] == 1)
+    assert first_chunk == len(result.visited) - 1  # it stopped on the first Yes, asked once the chunk was in
+    assert result.replies == ["Yes"] and result.stop_reason == "yes" and len(controller.prompts) == 1
+    paper, _ = search(graph, "Who designed the bridge?", ["Yes"], start_nodes=1)
+    assert paper.visited == ["i1"]  # False (§3.2.1): asked from the first step
+
+
 def test_by_default_the_index_searches_from_the_four_most_query_similar_top_level_points(index, monkeypatch):
     """Issue 41: start_nodes=4 read 9 nodes a search instead of 24 on HotpotQA's tuning pool, with F1 up; the
     paper's whole top level is start_nodes=None."""

@@ -856,7 +856,7 @@ def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_rea
     listed = prompt.split("Documents:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
     # what the sub-questions were answered from first, in their order, then the question's nearest chunks
     assert "designed by Tomas Halvard and opened in 1871" in listed[0] and "born in Dunmere in 1820" in listed[1]
-    assert listed[0].startswith("Doc 1(Title: Kesh Bridge)") and len(listed) > 2
+    assert listed[0].startswith("(Title: Kesh Bridge)") and len(listed) > 2
     assert sum("born in Dunmere in 1820" in line for line in listed) == 1  # each chunk once
     assert count_tokens("\n".join(listed)) <= 80
     assert "The Kesh Bridge was designed by Tomas Halvard." in prompt.split("Known information:", 1)[1]

@@ -1,6 +1,7 @@
 """ReSP control flow with scripted chat models (no network)."""
 
 import os
+import re
 
 import pytest
 from langchain_core.documents import Document
@@ -410,7 +411,16 @@ def test_with_reader_tokens_the_generator_reads_every_rounds_documents_once_in_r
     assert prompt.index("[Global evidence memory]") < prompt.index("[Retrieved documents]") < prompt.index("Question:")
     # round 1 retrieved kesh, halvard; round 2 halvard again (once) — each document once, in order
     assert prompt.count("Tomas Halvard was born in Dunmere.") == 1
-    assert prompt.index("Doc 1(Title: Kesh Bridge)") < prompt.index("Doc 2(Title: Tomas Halvard)")
+    assert prompt.index("(Title: Kesh Bridge)") < prompt.index("(Title: Tomas Halvard)")
+
+
+def test_the_generators_documents_carry_no_label_it_could_give_as_the_answer():
+    # the 1.5B answered "Doc 2" to "Which film was released first, …?" from FlashRAG's "Doc 2(Title: …)" labels
+    model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Where was Tomas Halvard born?",)))
+    build_resp_graph(model, retriever(), config=ReSPConfig(judge_threshold=None, reader_tokens=1000, reader_min_rounds=1)).invoke({"question": QUESTION})
+    documents = model.prompts[-1].split("[Retrieved documents]")[1]
+    assert "(Title: Tomas Halvard) Tomas Halvard was born in Dunmere." in documents
+    assert not re.search(r"\bDoc \d", documents)
 
 
 def test_with_reader_min_rounds_the_generator_reads_the_documents_only_after_that_many_rounds():

@@ -115,14 +115,24 @@ def doc_key(doc: Mapping[str, str]) -> str:
     return doc.get("id") or doc["text"]
 
 
+def _titled(doc: Mapping[str, str]) -> str:
+    return f"(Title: {doc['title']}) {doc['text']}"
+
+
 def format_documents(docs: Sequence[Mapping[str, str]]) -> str:
     """Documents as a reader's prompt lists them: FlashRAG's format, which the ReSP experiments use (§5.1)."""
-    return "\n".join(f"Doc {i}(Title: {d['title']}) {d['text']}" for i, d in enumerate(docs, 1))
+    return "\n".join(f"Doc {i}{_titled(d)}" for i, d in enumerate(docs, 1))
+
+
+def format_reading(docs: Sequence[Mapping[str, str]]) -> str:
+    """Documents as an answer's reader lists them: titled, without FlashRAG's "Doc N" labels, which a small reader
+    copies as its answer ("Doc 2" for "Which film was released first, …?", the 1.5B on 2Wiki)."""
+    return "\n".join(map(_titled, docs))
 
 
 def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
-    """The documents a reader reads: each once (:func:`doc_key`), in the given order, whole, as long as
-    they fit ``budget`` tokens together (the first that does not ends the list)."""
+    """The documents a reader reads (:func:`format_reading`): each once (:func:`doc_key`), in the given order,
+    whole, as long as they fit ``budget`` tokens together (the first that does not ends the list)."""
     seen: set[str] = set()
     out: list[dict[str, str]] = []
     used = 0
@@ -131,7 +141,7 @@ def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[s
         if key in seen:
             continue
         seen.add(key)
-        cost = count_tokens(f"Doc {len(out) + 1}(Title: {doc['title']}) {doc['text']}")
+        cost = count_tokens(_titled(doc))
         if used + cost > budget:
             break
         out.append(doc)
