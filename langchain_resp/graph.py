@@ -30,7 +30,8 @@ Algorithm 1 of the paper, node by node::
   planner stating what it knows, :func:`sub_question_of`) is re-planned the same way.
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
   paper's memory-only generator), the documents every round retrieved, each once, in rank order — once the
-  run has made ``reader_min_rounds`` rounds.
+  run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
+  is only such a label ("Doc 2") is asked once more with the documents listed by title alone.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every
@@ -151,6 +152,8 @@ def sub_question_of(reply: Reply) -> str:
     return next((line for line in asked if _is_question(line)), "")
 
 
+_DOCUMENT_LABEL = re.compile(r"\W*doc(ument)?\s*\d+\W*", re.IGNORECASE)
+"""An answer that names a document's label in the generator's prompt instead of what it says."""
 _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
 
 
@@ -276,12 +279,16 @@ def resp_state_graph(
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget)
         if docs:
-            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_reading(docs), question=state["question"])
+            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
         else:
             prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
+        label_answers = int(bool(docs) and _DOCUMENT_LABEL.fullmatch(reply.text.strip()) is not None)
+        if label_answers:
+            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_reading(docs), question=state["question"])
+            reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
-        return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated)}
+        return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated), "label_answers": label_answers}
 
     graph = StateGraph(ReSPState, input_schema=ReSPInput, output_schema=ReSPOutput, context_schema=ReSPConfig)
     graph.add_node("start", start)

@@ -72,8 +72,9 @@ class ReSPIndex:
                      passage_ids=[str(d.metadata.get("passage_id") or d.id)])
             for d in docs
         ]
-        info = {k: state.get(k) for k in ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "sub_questions",
-                                              "judge_probabilities")}
+        keys = ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "label_answers", "sub_questions",
+                "judge_probabilities")
+        info = {k: state.get(k) for k in keys}
         info["limit_hit"] = state.get("stop_reason") == "max_iterations"
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
 

@@ -48,6 +48,8 @@ class ReSPOutput(TypedDict, total=False):
     """Judge answers that were neither Yes nor No, treated as No (sum)."""
     judge_probabilities: Annotated[list[float], operator.add]
     """With ``judge_threshold``: each round's P(Yes) (append)."""
+    label_answers: int
+    """1 when the generator answered with a document's label ("Doc 2") and was asked again without labels."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
     passages: Annotated[list[dict[str, str]], operator.add]
