@@ -277,7 +277,7 @@ def resp_state_graph(
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
-        docs = reading_list(state.get("passages", []), budget)
+        docs = reading_list(state.get("passages", []), budget, labelled=True)
         if docs:
             prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
         else:

@@ -445,3 +445,17 @@ def test_the_reading_list_keeps_whole_documents_within_the_budget():
     listed = reading_list(docs + docs[:2], budget=130)
     assert [d["id"] for d in listed] == ["0", "1"]  # two of ~60 tokens fit 130; the third would not; repeats dropped
     assert reading_list(docs, budget=0) == []
+
+
+def test_the_reading_list_counts_the_labels_its_reader_is_shown():
+    # the run of record's ReSP generator read FlashRAG-labelled documents within a budget that counted the labels;
+    # a count without them let a HotpotQA run read one more document and change its answer
+    from multihop_rag.frameworks.langgraph import format_documents, format_reading, reading_list
+    from multihop_rag.indexing.text import count_tokens
+
+    docs = [{"id": str(i), "title": f"T{i}", "text": "word " * 50} for i in range(3)]
+    unlabelled = sum(count_tokens(format_reading([d])) for d in docs[:2])  # two fit, not with "Doc 1", "Doc 2"
+    assert [d["id"] for d in reading_list(docs, unlabelled)] == ["0", "1"]
+    assert [d["id"] for d in reading_list(docs, unlabelled, labelled=True)] == ["0"]
+    labelled = sum(count_tokens(line) for line in format_documents(docs[:2]).splitlines())
+    assert [d["id"] for d in reading_list(docs, labelled, labelled=True)] == ["0", "1"]

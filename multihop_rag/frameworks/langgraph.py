@@ -119,9 +119,13 @@ def _titled(doc: Mapping[str, str]) -> str:
     return f"(Title: {doc['title']}) {doc['text']}"
 
 
+def _labelled(position: int, doc: Mapping[str, str]) -> str:
+    return f"Doc {position}{_titled(doc)}"
+
+
 def format_documents(docs: Sequence[Mapping[str, str]]) -> str:
     """Documents as a reader's prompt lists them: FlashRAG's format, which the ReSP experiments use (§5.1)."""
-    return "\n".join(f"Doc {i}{_titled(d)}" for i, d in enumerate(docs, 1))
+    return "\n".join(_labelled(i, d) for i, d in enumerate(docs, 1))
 
 
 def format_reading(docs: Sequence[Mapping[str, str]]) -> str:
@@ -130,9 +134,10 @@ def format_reading(docs: Sequence[Mapping[str, str]]) -> str:
     return "\n".join(map(_titled, docs))
 
 
-def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[str, str]]:
-    """The documents a reader reads (:func:`format_reading`): each once (:func:`doc_key`), in the given order,
-    whole, as long as they fit ``budget`` tokens together (the first that does not ends the list)."""
+def reading_list(passages: Sequence[dict[str, str]], budget: int, *, labelled: bool = False) -> list[dict[str, str]]:
+    """The documents a reader reads: each once (:func:`doc_key`), in the given order, whole, as long as they fit
+    ``budget`` tokens together (the first that does not ends the list), counted as :func:`format_reading` lists
+    them or, ``labelled``, as :func:`format_documents` does."""
     seen: set[str] = set()
     out: list[dict[str, str]] = []
     used = 0
@@ -141,7 +146,7 @@ def reading_list(passages: Sequence[dict[str, str]], budget: int) -> list[dict[s
         if key in seen:
             continue
         seen.add(key)
-        cost = count_tokens(_titled(doc))
+        cost = count_tokens(_labelled(len(out) + 1, doc) if labelled else _titled(doc))
         if used + cost > budget:
             break
         out.append(doc)
