@@ -183,9 +183,10 @@ def graph_search(
     session = attention.session(question, kv_cache=kv_cache) if attention is not None and use_attention else None
     room = budget - count_tokens(prompts.FIRST_TURN_HEAD.format(question=question))
     used = 0
+    read_chunk = False
 
     def visit(positions: list[int], scores: list[float | None]) -> None:
-        nonlocal used
+        nonlocal used, read_chunk
         if session is not None:
             raw_attention[positions] = session.append([graph.nodes[i].text for i in positions])
         for i, score in zip(positions, scores, strict=True):
@@ -193,6 +194,7 @@ def graph_search(
             order.append(i)
             chosen_scores.append(score)
             used += graph.nodes[i].tokens + 2
+            read_chunk = read_chunk or graph.nodes[i].level == 1
 
     limit = start_nodes
     if limit is None and not dynamic_progress_control:
@@ -208,7 +210,7 @@ def graph_search(
         return prompts.FIRST_TURN.format(question=question, information=information)
 
     while True:
-        if dynamic_progress_control and (not ask_after_chunk or any(graph.nodes[i].level == 1 for i in order)):
+        if dynamic_progress_control and (read_chunk or not ask_after_chunk):
             reply = controller.sufficient(prompt())
             replies.append(reply)
             yes += reply == "Yes"
