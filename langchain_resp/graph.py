@@ -278,14 +278,12 @@ def resp_state_graph(
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)
-        if docs:
-            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_documents(docs), question=state["question"])
-        else:
-            prompt = prompts.GENERATE.format(memory=memory, question=state["question"])
+        template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE
+        prompt = template.format(memory=memory, docs=format_documents(docs), question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
         label_answers = int(bool(docs) and _DOCUMENT_LABEL.fullmatch(reply.text.strip()) is not None)
         if label_answers:
-            prompt = prompts.GENERATE_WITH_DOCUMENTS.format(memory=memory, docs=format_reading(docs), question=state["question"])
+            prompt = template.format(memory=memory, docs=format_reading(docs), question=state["question"])
             reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
         return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated), "label_answers": label_answers}
