@@ -1052,3 +1052,78 @@ def test_when_the_entitys_titles_run_out_rethink_goes_on_to_the_nearest_untried_
     paper = run(corpus, Script(sub_questions=[sub_question], entities={sub_question: "Kesh Bridge"}, facts=facts),
                 th3=4, m=1000, dense_rethink=False)
     assert paper["trace"][0]["source"] == "gave_up" and len(paper["trace"][0]["attempts"]) == 2
+
+
+def test_a_comparison_answered_with_neither_option_is_asked_once_to_name_one(corpus):
+    """Issue 40: on HotpotQA the 1.5B answered "Which dog is based in Switzerland, Appenzeller Sennenhund or
+    Drentse Patrijshond?" with "Switzerland" and "Which satellite was operational for longer, International
+    Ultraviolet Explorer or EXOSAT?" with "IUE": answers naming neither option."""
+    question = "Who was born first, Tomas Halvard or Franco Rossi?"
+
+    def graph_with(extracted: list[str], **settings):
+        script, replies = Script(), iter(extracted)
+        base = script.__call__
+
+        def respond(prompt: str) -> str:
+            if prompt.startswith("Based on the input and the question, give the answer"):
+                script._log("extract", prompt)
+                return next(replies)
+            return base(prompt)
+
+        return script, build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, **settings))
+
+    script, graph = graph_with(["Dunmere", "tomas halvard was"])
+    state = graph.invoke({"question": question})
+    assert state["answer"] == "Tomas Halvard" and state["off_option_answers"] == ["Dunmere"]  # the option, verbatim
+    asked_again = script.prompts["extract"][1]
+    assert asked_again.endswith('Answer with one of the two, as written: "Tomas Halvard" or "Franco Rossi".\nOutput:')
+
+    script, graph = graph_with(["Dunmere", "Estmark"])  # a second answer naming neither keeps the first
+    assert graph.invoke({"question": question})["answer"] == "Dunmere"
+
+    script, graph = graph_with(["Franco Rossi"])  # an option already: no second ask
+    assert graph.invoke({"question": question})["answer"] == "Franco Rossi" and len(script.prompts["extract"]) == 1
+
+    script, graph = graph_with(["Dunmere"], answer_with_option=False)  # eq. (2)'s answer as it is
+    state = graph.invoke({"question": question})
+    assert state["answer"] == "Dunmere" and not state.get("off_option_answers") and len(script.prompts["extract"]) == 1
+
+
+def test_an_answer_that_only_repeats_the_question_is_summarized_again_once(corpus):
+    """Issue 40: the 1.5B's Summarizer answered "Who is the father of the person that Crockett County is named
+    after?" with "Crockett", and "Who was the spouse of the actor who played Scarlett in Gone With the Wind?" with
+    "Scarlett": words the question names, which is what it does not ask for."""
+
+    def graph_with(extracted: list[str], **settings):
+        script, replies = Script(), iter(extracted)
+        base = script.__call__
+
+        def respond(prompt: str) -> str:
+            if prompt.startswith("Based on the input and the question, give the answer"):
+                script._log("extract", prompt)
+                return next(replies)
+            return base(prompt)
+
+        return script, build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, **settings))
+
+    script, graph = graph_with(["Kesh Bridge", "Dunmere"])
+    state = graph.invoke({"question": QUESTION})
+    assert state["answer"] == "Dunmere" and state["question_answers"] == ["Kesh Bridge"]
+    again = script.prompts["summarize"][1]
+    assert f"Question: {QUESTION}\nNote: the question names Kesh Bridge, so Kesh Bridge is not its answer." in again
+    assert len(script.prompts["summarize"]) == 2 and len(script.prompts["extract"]) == 2
+
+    script, graph = graph_with(["Kesh Bridge", "the designer"])  # named by the question again: the first answer stays
+    assert graph.invoke({"question": QUESTION})["answer"] == "Kesh Bridge"
+
+    for kept in ("Dunmere", "yes"):  # an answer from outside the question, or a yes/no: asked once
+        script, graph = graph_with([kept])
+        assert graph.invoke({"question": QUESTION})["answer"] == kept and len(script.prompts["summarize"]) == 1
+
+    script, graph = graph_with(["Tomas Halvard"])  # an option of a comparison is the question's own word
+    assert graph.invoke({"question": "Who was born first, Tomas Halvard or Franco Rossi?"})["answer"] == "Tomas Halvard"
+    assert len(script.prompts["summarize"]) == 1
+
+    script, graph = graph_with(["Kesh Bridge"], answer_outside_question=False)  # eq. (2)'s answer as it is
+    state = graph.invoke({"question": QUESTION})
+    assert state["answer"] == "Kesh Bridge" and not state.get("question_answers") and len(script.prompts["summarize"]) == 1
