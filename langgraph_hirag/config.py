@@ -91,13 +91,6 @@ class HiRAGConfig(BaseModel):
         "replaced by that option (ours; False: the extraction's answer as it is). On HotpotQA the 1.5B answered "
         "\"Which dog is based in Switzerland, Appenzeller Sennenhund or Drentse Patrijshond?\" with \"Switzerland\"."
     )
-    answer_outside_question: bool = Field(
-        True, description="An answer whose every word is a word of the question (a comparison's option and yes/no "
-        "aside) is summarized once more, the question noting that it names that answer; the new answer is kept "
-        "unless it too only repeats the question (ours; False: eq. (2)'s answer as it is). On the tuning questions "
-        "101–140 the 1.5B gave 20 such answers, 4 right (\"Crockett\" for the father of the person Crockett County "
-        "is named after, \"Scarlett\" for the spouse of the actor who played Scarlett)."
-    )
     reader_tokens: int = Field(
         700, ge=0, description="The Summarizer also reads, within this many tokens, the chunks the sub-answers were "
         "found in (in their order) and then the question's own nearest chunks (dense search over the corpus), each "

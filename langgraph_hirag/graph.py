@@ -69,7 +69,7 @@ question); the Summarizer here answers once.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
@@ -89,7 +89,6 @@ from langgraph_hirag.replies import (
     first_line,
     invents_words,
     names_example_entity,
-    only_repeats,
     said_enough,
 )
 from langgraph_hirag.retrieval import RetrievalNodes, sub_question_reset
@@ -148,19 +147,6 @@ def _found_in(entries: Sequence[SubQuestionTrace]) -> list[dict[str, str]]:
     return found
 
 
-class _Conclusion(NamedTuple):
-    """What one Summarizer call and its extraction gave."""
-
-    reasoning: str
-    line: str
-    """The reasoning's answer line (else the whole reasoning), which the answer is extracted from."""
-    answer: str
-    calls: int
-    truncated: int
-    copied: list[str]
-    """Extracted answers that were an example's answer."""
-
-
 def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
     messages: list[BaseMessage] = [
         SystemMessage(prompts.DECOMPOSER),
@@ -192,8 +178,7 @@ def _per_question_reset() -> dict[str, Any]:
         "answer": "",
         "summary_reads": [],
         **{key: Overwrite([]) for key in ("sub_questions", "sub_answers", "trace", "copied_examples",
-                                          "invented_answers", "invented_sub_answers", "off_option_answers",
-                                          "question_answers")},
+                                          "invented_answers", "invented_sub_answers", "off_option_answers")},
         **{key: Overwrite(0) for key in ("truncated", "llm_calls", "restated")},
     }
 
@@ -267,24 +252,6 @@ def hirag_state_graph(
     def after_decompose(state: HiRAGState) -> Literal["extract_entity", "summarize"]:
         return "summarize" if state.get("stop_reason") else "extract_entity"
 
-    def conclude(prompt: str, question: str) -> Dialogue[_Conclusion]:
-        """The Summarizer's reasoning on ``prompt`` and the short answer extracted from its answer line (an
-        example's answer is extracted again once, then the line is kept)."""
-        cap = run_settings(default).max_output_tokens
-        reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
-        line = final_line(reasoning) or reasoning.text
-        extract = prompts.EXTRACT_ANSWER.format(response=line, question=question)
-        reply = yield Call(models["answerer"], extract, max_tokens=cap, stop=LINE)
-        answer, calls, copied = first_line(reply), 2, []
-        if copies_example(answer):
-            copied.append(answer)
-            reply = yield Call(models["answerer"], extract + prompts.NOT_THE_EXAMPLE, max_tokens=cap, stop=LINE)
-            answer, calls = first_line(reply), 3
-            if copies_example(answer):
-                copied.append(answer)
-                answer = final_line(reasoning)
-        return _Conclusion(reasoning.text.strip(), line, answer, calls, int(reasoning.truncated) + int(reply.truncated), copied)
-
     def summarize(state: HiRAGState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         cap = settings.max_output_tokens
@@ -305,36 +272,39 @@ def hirag_state_graph(
             known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
         template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
         question = state["question"]
-        first = yield from conclude(template.format(question=question, known=known, docs=format_reading(docs)), question)
-        answer, calls, truncated, copied = first.answer, first.calls, first.truncated, first.copied
-        invented, off_option, named = [], [], []
-        if settings.grounded_extraction and invents_words(answer, f"{first.line} {question}"):
-            invented, answer = [answer], first.line.strip()
+        prompt = template.format(question=question, known=known, docs=format_reading(docs))
+        reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
+        concluded = final_line(reasoning) or reasoning.text
+        extract = prompts.EXTRACT_ANSWER.format(response=concluded, question=question)
+        reply = yield Call(models["answerer"], extract, max_tokens=cap, stop=LINE)
+        answer, calls, flagged = first_line(reply), 2, []
+        if copies_example(answer):
+            flagged.append(answer)
+            reply = yield Call(models["answerer"], extract + prompts.NOT_THE_EXAMPLE, max_tokens=cap, stop=LINE)
+            answer, calls = first_line(reply), 3
+            if copies_example(answer):
+                flagged.append(answer)
+                answer = final_line(reasoning)
+        truncated, invented, off_option = int(reasoning.truncated) + int(reply.truncated), [], []
+        if settings.grounded_extraction and invents_words(answer, f"{concluded} {question}"):
+            invented, answer = [answer], concluded.strip()
         options = comparison_options(question)
         if options and settings.answer_with_option and picked_option(answer, options) is None:
             one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
-            reply = yield Call(models["answerer"], prompts.EXTRACT_ANSWER.format(response=first.line, question=one_of),
+            reply = yield Call(models["answerer"], prompts.EXTRACT_ANSWER.format(response=concluded, question=one_of),
                                max_tokens=cap, stop=LINE)
             picked, calls = picked_option(first_line(reply), options), calls + 1
             if picked:
                 off_option, answer = [answer], picked
-        reasoning = first.reasoning
-        if not options and settings.answer_outside_question and only_repeats(answer, question):
-            noted = prompts.NAMED_BY_THE_QUESTION.format(question=question, answer=answer)
-            again = yield from conclude(template.format(question=noted, known=known, docs=format_reading(docs)), question)
-            calls, truncated, copied = calls + again.calls, truncated + again.truncated, copied + again.copied
-            if again.answer and not only_repeats(again.answer, question) and not invents_words(again.answer, f"{again.line} {question}"):
-                named, answer, reasoning = [answer], again.answer, again.reasoning
         return {
-            "reasoning": reasoning,
+            "reasoning": reasoning.text.strip(),
             "answer": answer,
             "summary_reads": [i for d in docs for i in d["id"].split(",") if i],
             "llm_calls": calls,
             "truncated": truncated,
-            "copied_examples": copied,
+            "copied_examples": flagged,
             "invented_answers": invented,
             "off_option_answers": off_option,
-            "question_answers": named,
         }
 
     graph = StateGraph(HiRAGState, input_schema=HiRAGInput, output_schema=HiRAGOutput, context_schema=HiRAGConfig)

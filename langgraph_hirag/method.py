@@ -63,7 +63,7 @@ class HiRAGIndex:
         state = stream_run(self.graph, {"question": question}, trace, trace_event)
         evidence = self._evidence(state.get("trace", []), state.get("summary_reads", []))
         info = {k: state.get(k) for k in ("stop_reason", "first_question", "copied_examples", "invented_answers",
-                                         "off_option_answers", "question_answers", "invented_sub_answers", "truncated",
+                                         "off_option_answers", "invented_sub_answers", "truncated",
                                          "llm_calls", "sub_questions", "sub_answers")}
         info["limit_hit"] = state.get("stop_reason") == "max_subquestions"
         info["copied_example"] = bool(state.get("copied_examples")) or copies_example(state.get("answer", ""))

@@ -91,10 +91,6 @@ ONE_OF_THE_OPTIONS = '{question}\nAnswer with one of the two, as written: "{firs
 """Ours (``answer_with_option``): the question of :data:`EXTRACT_ANSWER` when it names two options and the
 extracted answer named neither."""
 
-NAMED_BY_THE_QUESTION = "{question}\nNote: the question names {answer}, so {answer} is not its answer."
-"""Ours (``answer_outside_question``): the question of the Summarizer's prompt, asked again when its answer only
-repeated the question's words."""
-
 NOT_AN_EXAMPLE_QUESTION = (
     "The examples above are about other, made-up things. Ask a simple question about the people, places "
     "or things of this question."

@@ -10,7 +10,7 @@ from multihop_rag.llm.calls import Reply
 from multihop_rag.metrics import normalize_answer
 
 __all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "is_unknown", "said_enough", "copies_example",
-           "names_example_entity", "invents_words", "invents_names", "only_repeats"]
+           "names_example_entity", "invents_words", "invents_names"]
 
 LINE = ["\n"]
 """Stop sequence for one-line outputs (entity, sub-question, rewrite, short answer)."""
@@ -67,13 +67,6 @@ def invents_words(answer: str, source: str) -> bool:
     extraction that wrote what it was not given."""
     known = set(normalize_answer(source).split()) | {"yes", "no"}
     return any(word not in known for word in normalize_answer(answer).split())
-
-
-def only_repeats(answer: str, question: str) -> bool:
-    """Whether every word of ``answer`` (after HotpotQA's normalisation; yes/no aside) is a word of ``question``:
-    an answer naming what the question names, not what it asks for."""
-    words = normalize_answer(answer).split()
-    return bool(words) and words not in (["yes"], ["no"]) and set(words) <= set(normalize_answer(question).split())
 
 
 def names_example_entity(text: str, context: str) -> bool:

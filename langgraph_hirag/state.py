@@ -87,9 +87,6 @@ class HiRAGOutput(TypedDict, total=False):
     off_option_answers: Annotated[list[str], operator.add]
     """Answers to a question naming two options that named neither, replaced by the option a second extraction
     named (``answer_with_option``) (append)."""
-    question_answers: Annotated[list[str], operator.add]
-    """Answers that only repeated the question's words, replaced by a second Summarizer's answer
-    (``answer_outside_question``) (append)."""
     invented_sub_answers: Annotated[list[str], operator.add]
     """Sub-answers that named something neither their chunk nor their sub-question names, rejected without
     the Filter's call (``grounded_sub_answers``) (append)."""
