@@ -48,7 +48,9 @@ class HiRAGConfig(BaseModel):
     title_candidates: int = Field(20, ge=1, description="Titles BM25 ranks per entity (authors' code: 20).")
     rewrite_top_k: int = Field(
         1, ge=1, description="Chunks the whole-corpus search returns after a rewrite (the paper's web search stand-in; "
-        "a search result page gives several snippets, the 1.5B's rewrites read one chunk per restated question)."
+        "a search result page gives several snippets, the 1.5B's rewrites read one chunk per restated question). 3 on the "
+        "tuning questions 101–140 (2026-11-30): 1 answer better and 3 worse (the further chunks bring a neighbouring "
+        "entity), so it stays 1."
     )
     use_profiles: bool = Field(True, description="Give the Filter the document's profile with the chunk (eq. 3's p*; False: Table 4's 'w/o profile').")
     verify_reads_chunk: bool = Field(
