@@ -293,7 +293,7 @@ def hirag_state_graph(
             one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
             reply = yield Call(models["answerer"], prompts.EXTRACT_ANSWER.format(response=concluded, question=one_of),
                                max_tokens=cap, stop=LINE)
-            picked, calls = picked_option(first_line(reply), options), calls + 1
+            picked, calls, truncated = picked_option(first_line(reply), options), calls + 1, truncated + int(reply.truncated)
             if picked:
                 off_option, answer = [answer], picked
         return {
