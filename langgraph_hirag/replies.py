@@ -23,6 +23,13 @@ _PREFIX = re.compile(
     re.IGNORECASE,
 )
 _UNKNOWN = re.compile(r"^\W*(unknown|i don'?t know|not (?:given|known|mentioned)|none)\W*$", re.IGNORECASE)
+_SAID_UNKNOWN = re.compile(
+    r"\b(?:is|are|was|were|remains?)\s+(?:unknown|not\s+(?:given|known|mentioned|provided|specified|stated)"
+    r"(?:\s+in\s+the\s+(?:known\s+)?information)?)\W*$",
+    re.IGNORECASE,
+)
+"""A sentence whose ending says its answer is unknown ("The record label of X is unknown."): the 1.5B writes
+16 of 251 MuSiQue sub-answers so, where the prompt asks for "Answer: unknown"."""
 
 
 def final_line(reply: Reply) -> str:
@@ -45,7 +52,9 @@ def first_line(reply: Reply) -> str:
 
 
 def is_unknown(answer: str) -> bool:
-    return not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
+    """Whether an answer says it has none: empty, "unknown", "I don't know", or a sentence ending "… is unknown."."""
+    return (not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
+            or bool(_SAID_UNKNOWN.search(answer)))
 
 
 def said_enough(text: str) -> bool:

@@ -1035,6 +1035,36 @@ def test_a_sub_answer_naming_what_its_chunk_does_not_fails_verification(corpus):
     assert run(corpus, Script(facts=wrong), th1=2, grounded_sub_answers=False)["sub_answers"][1] == "Tomas Halvard was born in Estmark."
 
 
+def test_is_unknown_reads_a_sentence_that_says_the_answer_is_unknown():
+    from langgraph_hirag.replies import is_unknown
+
+    for said in ("unknown", "Unknown.", "I don't know", "The average yearly income for Betty Friedan is unknown.",
+                 "The record label of the Another Page performer is unknown.", "The missionaries were unknown.",
+                 "The first person to marry Theodore Mosby was not mentioned in the known information.",
+                 "The designer is not given in the known information."):
+        assert is_unknown(said), said
+    for answer in ("The Unknown Soldier is buried in Arlington.", "Its composer remains unknown to most listeners, Arvo Kask.",
+                   "The Kesh Bridge was designed by Tomas Halvard.", "Unknown Pleasures"):
+        assert not is_unknown(answer), answer
+
+
+def test_a_sub_answer_saying_its_answer_is_unknown_fails_verification_without_the_filter(corpus):
+    """Issue 40: on MuSiQue dev 101-200 the 1.5B wrote 16 of 251 sub-answers as "The average yearly income for
+    Betty Friedan is unknown."; the Filter said yes to each, so the sub-question was recorded as answered and
+    rethink never read the next chunk."""
+    unknown = {
+        "Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The designer of the Kesh Bridge is unknown."),
+        "Where was Tomas Halvard born?": ("born in Dunmere", "Tomas Halvard was born in Dunmere."),
+    }
+    script = Script(facts=unknown)
+    state = run(corpus, script, th1=2)
+    first = state["trace"][0]
+    assert not any(a["verified"] for a in first["attempts"]) and first["answer"] == ""
+    assert len(first["attempts"]) > 1  # rethink went on to read more
+    assert state["sub_answers"][0] == ""
+    assert "judge" not in script.calls[: script.calls.index("decompose", 1)]  # no Filter call for an unknown
+
+
 def test_when_the_entitys_titles_run_out_rethink_goes_on_to_the_nearest_untried_document(corpus):
     """Issue 40: on the demo "What is the name of the river that flows under the Kesh Bridge?" matched one title,
     whose one chunk names no river, and the sub-question was given up after one attempt of th3 = 4; the river is
