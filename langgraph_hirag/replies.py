@@ -9,7 +9,7 @@ from langgraph_hirag import prompts
 from multihop_rag.llm.calls import Reply
 from multihop_rag.metrics import normalize_answer
 
-__all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "is_unknown", "said_enough", "copies_example",
+__all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "said_enough", "copies_example",
            "names_example_entity", "invents_words", "invents_names"]
 
 LINE = ["\n"]
@@ -22,16 +22,6 @@ _PREFIX = re.compile(
     r"^\W*(?:\d+(?:st|nd|rd|th)\s+)?(?:simple question|sub-?question|question|entity|output|rewritten question)\s*:\s*",
     re.IGNORECASE,
 )
-_UNKNOWN = re.compile(r"^\W*(unknown|i don'?t know|not (?:given|known|mentioned)|none)\W*$", re.IGNORECASE)
-_SAID_UNKNOWN = re.compile(
-    r"\b(?:is|are|was|were|remains?)\s+(?:unknown|not\s+(?:given|known|mentioned|provided|specified|stated)"
-    r"(?:\s+in\s+the\s+(?:known\s+)?information)?)\W*$",
-    re.IGNORECASE,
-)
-"""A sentence whose ending says its answer is unknown ("The record label of X is unknown."): the 1.5B writes
-16 of 251 MuSiQue sub-answers so, where the prompt asks for "Answer: unknown"."""
-
-
 def final_line(reply: Reply) -> str:
     """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
     cap before its "Answer:" line has no answer: ""."""
@@ -49,12 +39,6 @@ def first_line(reply: Reply) -> str:
     if not lines or (reply.truncated and len(lines) == 1):
         return ""
     return _PREFIX.sub("", lines[0]).strip().strip('"').strip()
-
-
-def is_unknown(answer: str) -> bool:
-    """Whether an answer says it has none: empty, "unknown", "I don't know", or a sentence ending "… is unknown."."""
-    return (not answer.strip() or bool(_UNKNOWN.match(answer)) or "i don't know" in answer.lower()
-            or bool(_SAID_UNKNOWN.search(answer)))
 
 
 def said_enough(text: str) -> bool:

@@ -25,13 +25,12 @@ from langgraph_hirag.replies import (
     final_line,
     first_line,
     invents_names,
-    is_unknown,
 )
 from langgraph_hirag.state import Attempt, HiRAGState, SubQuestionTrace
 from multihop_rag.frameworks.langgraph import dialogue_node, run_settings
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.structured import label_dialogue
-from multihop_rag.metrics import normalize_answer
+from multihop_rag.metrics import normalize_answer, says_unknown
 
 __all__ = ["RetrievalNodes", "fallback_probability", "fallback_draw", "tied_titles"]
 
@@ -98,7 +97,7 @@ class RetrievalNodes:
         return answer, calls, cut
 
     def _judge(self, response: str, sub_question: str, knowledge: str = "") -> Dialogue[str]:
-        if is_unknown(response):
+        if says_unknown(response):
             return "no"
         if knowledge and run_settings(self.config).verify_reads_chunk:
             prompt = prompts.CAN_ANSWER_FROM.format(knowledge=knowledge, response=response, question=sub_question)
@@ -157,7 +156,7 @@ class RetrievalNodes:
         flagged: list[str] = []
         prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
         response, calls, cut = yield from self._answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        invented = (settings.grounded_sub_answers and not is_unknown(response)
+        invented = (settings.grounded_sub_answers and not says_unknown(response)
                     and invents_names(response, f"{state['knowledge']} {sub_question}"))
         verdict = "no" if invented else (yield from self._judge(response, sub_question, state["knowledge"]))
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
@@ -169,7 +168,7 @@ class RetrievalNodes:
             "attempts": attempts,
             "outcome": "verified" if verdict == "yes" else "",
             "fallback": fallback,
-            "llm_calls": calls + (not is_unknown(response) and not invented),
+            "llm_calls": calls + (not says_unknown(response) and not invented),
             "truncated": cut,
             "copied_examples": flagged,
             "invented_sub_answers": [response] if invented else [],
@@ -187,7 +186,7 @@ class RetrievalNodes:
         verdict = yield from self._judge(response, state["current"])
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "internal": response}]
         update: dict[str, Any] = {
-            "attempts": attempts, "llm_calls": calls + (not is_unknown(response)), "truncated": cut, "copied_examples": flagged,
+            "attempts": attempts, "llm_calls": calls + (not says_unknown(response)), "truncated": cut, "copied_examples": flagged,
         }
         if verdict == "yes":
             update |= {"response": response, "outcome": "internal"}
@@ -245,7 +244,7 @@ class RetrievalNodes:
             "rewritten": rewritten,
             "rewrite_hits": [str(h.id) for h in hits if h.id],
             "knowledge": knowledge,
-            "response": "" if is_unknown(response) else response,
+            "response": "" if says_unknown(response) else response,
             "outcome": "rewrite",
             "llm_calls": 1 + calls,
             "truncated": int(reply.truncated) + cut,

@@ -25,6 +25,7 @@ __all__ = [
     "accuracy",
     "is_yes_no",
     "answer_in_question",
+    "says_unknown",
     "comparison_options",
     "picked_option",
     "comparison_correct",
@@ -191,6 +192,27 @@ def answer_in_question(question: str, gold: str | Sequence[str]) -> bool:
     """Whether a gold answer is named in the question ("which came first, X or Y?"): answer recall
     is then trivially 1 for any evidence that repeats the question's entities."""
     return answer_in_text(question, gold)
+
+
+_REFUSAL = re.compile(
+    r"^\W*(?:(?:unknown|none|n/?a|no answer|not (?:given|known|mentioned|stated|provided|specified))\W*$"
+    r"|i (?:do not|don'?t|cannot|can'?t)\b|not (?:given|known|mentioned|stated|provided|specified)\b"
+    r"|the (?:information|text|passages?|context|documents?)(?: provided| given)? (?:does|do|did) not\b)",
+    re.IGNORECASE,
+)
+_SAID_UNKNOWN = re.compile(
+    r"\b(?:is|are|was|were|remains?)\s+(?:unknown|not\s+(?:given|known|mentioned|provided|specified|stated))"
+    r"(?:\s+in\s+the\s+[\w\s]{0,40})?\W*$",
+    re.IGNORECASE,
+)
+
+
+def says_unknown(answer: str) -> bool:
+    """Whether an answer says it has none: empty; a refusal as the whole reply ("unknown", "None") or as its
+    opening ("I cannot…", "The information provided does not…"); or a sentence ending "… is unknown." or
+    "… is not mentioned in the given information." (the 1.5B writes 16 of 251 MuSiQue sub-answers so). A
+    title that begins with such a word ("Unknown Pleasures") is an answer."""
+    return not answer.strip() or bool(_REFUSAL.match(answer)) or bool(_SAID_UNKNOWN.search(answer))
 
 
 _OPTIONS = re.compile(r",\s*(.+?)\s+or\s+(.+?)\s*\?*\s*$", re.IGNORECASE)

@@ -272,6 +272,12 @@ def test_failure_categories_come_from_the_trace_and_the_evidence():
     assert "| resp | 1 | 1 | 1 | 1 | 1 | 1 |" in text
 
 
+def test_a_title_beginning_with_a_refusal_word_is_an_answer_and_a_sentence_saying_unknown_is_none():
+    assert failure(_result("resp", "a", "Unknown Pleasures", ["Closer"]), scores(_result("resp", "a", "Unknown Pleasures", ["Closer"]))) == "retrieval missed"
+    said = _result("resp", "b", "The record label of the Another Page performer is unknown.", ["Orrin Records"])
+    assert failure(said, scores(said)) == "no answer"
+
+
 def test_comparison_answers_are_scored_by_the_option_they_pick():
     q = "Who was born first, Ada Lind or Bo Sten?"
     s = scores(_result("naive", "a", "Bo Sten was born before Ada Lind.", ["Bo Sten"], question=q))

@@ -7,6 +7,7 @@ from multihop_rag.metrics import (
     f1_score,
     normalize_answer,
     precision_recall_f1,
+    says_unknown,
     supporting_recall_at_k,
 )
 
@@ -66,3 +67,23 @@ def test_rouge_l_is_the_longest_common_subsequence_f_measure():
     assert rouge_l("The garden.", ["the garden"]) == 1.0
     assert rouge_l("Orrin River flows", ["Lake", "Orrin River"]) == pytest.approx(0.8)  # P 2/3, R 1
     assert rouge_l("", "x") == 0.0
+
+
+def test_says_unknown_reads_refusals_whole_or_as_a_sentence_not_titles_that_begin_with_a_refusal_word():
+    """One reading for the report's "no answer" and HiRAG's unknown sub-answers: the report's prefix rule
+    counted "Unknown Pleasures" as a refusal and missed "The record label of X is unknown."."""
+    for said in ("", "unknown", "Unknown.", "None", "N/A", "I don't know", "I do not know the answer.",
+                 "I cannot determine that from the passages.", "Not mentioned.",
+                 "The average yearly income for Betty Friedan is unknown.",
+                 "The record label of the Another Page performer is unknown.", "The missionaries were unknown.",
+                 "The first person to marry Theodore Mosby was not mentioned in the known information.",
+                 "The designer is not given in the known information.",
+                 "Michael Rosenbaum's birthday is not mentioned in the given information.",
+                 "The place of death of Ian Barry is not specified in the provided passages.",
+                 "The information provided does not mention any place of death for King Bhumibol Adulyadej.",
+                 "The husband of Jeanne-Marie Grandon was born in a location that is unknown."):
+        assert says_unknown(said), said
+    for answer in ("Unknown Pleasures", "The Unknown Soldier is buried in Arlington.", "Nonesuch Records",
+                   "Its composer remains unknown to most listeners, Arvo Kask.", "Notting Hill",
+                   "The Kesh Bridge was designed by Tomas Halvard.", "Nothin' My Love Can't Fix's album"):
+        assert not says_unknown(answer), answer

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -44,6 +43,7 @@ from multihop_rag.metrics import (
     is_yes_no,
     paired_bootstrap_ci,
     precision_recall_f1,
+    says_unknown,
 )
 
 __all__ = ["KS", "BUDGETS", "scores", "failure", "tper", "markdown", "summary_markdown", "plot", "write_report"]
@@ -55,7 +55,6 @@ MIN_RESOLVED = 10
 """Fewest paired questions on which a difference is called resolved: a percentile bootstrap of a few
 values undercovers (one question gives a zero-width interval; five wins in five pass a sign test
 at p = 0.06 only)."""
-_REFUSAL = re.compile(r"^\W*(unknown|none|n/?a|no answer|i (do not|don'?t|cannot|can'?t)|(it is )?not (mentioned|given|known|stated|provided))", re.IGNORECASE)
 
 
 @cache
@@ -103,7 +102,7 @@ def failure(r: Any, s: Mapping[str, Any]) -> str:
     info = r.info or {}
     if correct(s):
         return "correct"
-    if not r.answer.strip() or _REFUSAL.match(r.answer):
+    if says_unknown(r.answer):
         return "no answer"
     if info.get("copied_example"):
         return "copied from a prompt"
