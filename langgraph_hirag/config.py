@@ -67,12 +67,14 @@ class HiRAGConfig(BaseModel):
         "Filter, which sees no chunk, verified both. Tuning questions 101–140: F1 0.337 against 0.287 on 2Wiki, 0.118 "
         "against 0.114 on MuSiQue, 3 questions better and none worse."
     )
-    summarizer_reads: Literal["sub_answers", "pairs", "pairs_and_chunks"] = Field(
+    summarizer_reads: Literal["sub_answers", "pairs", "pairs_and_chunks", "chunks"] = Field(
         "sub_answers", description="What the Summarizer reads as its known information. 'sub_answers': the sub-answers "
         "alone, as eq. (2) has it; 'pairs' (ours): each sub-question with its sub-answer, so the model sees which answer "
         "closes which hop — on the tuning questions 101–140 8 answers better and 7 worse than eq. (2) (2Wiki 4/3, "
         "MuSiQue 2/2, HotpotQA 2/2), so it is not the default; 'pairs_and_chunks' (ours): each pair and the chunk it "
-        "was found in (the 1.5B's one-sentence sub-answers lose the rest of the chunk), with \"Answer: unknown\" allowed."
+        "was found in (the 1.5B's one-sentence sub-answers lose the rest of the chunk), with \"Answer: unknown\" allowed; "
+        "'chunks' (ours; needs reader_tokens): the documents of reader_tokens alone, so decomposition chooses what is "
+        "read and no wrong sub-answer is read as a fact."
     )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
@@ -109,4 +111,6 @@ class HiRAGConfig(BaseModel):
         # A default min above a user's max is moot (the max ends decomposition first); a chosen one is a mistake.
         if "min_subquestions" in self.model_fields_set and self.min_subquestions > self.max_subquestions:
             raise ValueError(f"min_subquestions ({self.min_subquestions}) exceeds max_subquestions ({self.max_subquestions})")
+        if self.summarizer_reads == "chunks" and not self.reader_tokens:
+            raise ValueError("summarizer_reads='chunks' reads the documents of reader_tokens: set reader_tokens above 0")
         return self

@@ -53,7 +53,8 @@ Algorithm 1 (Appendix A.2), node by node::
 - ``summarize`` (eq. 2): the final answer from the question and all sub-answers, then a short
   keyword answer extracted from it (as the authors' pipeline does for EM). With ``summarizer_reads``
   (ours) each sub-answer follows its sub-question ("pairs"), and the chunk it came from ("pairs_and_chunks");
-  with ``reader_tokens`` (ours) it also reads those chunks and the question's nearest chunks as documents.
+  with ``reader_tokens`` (ours) it also reads those chunks and the question's nearest chunks as documents,
+  or ("chunks") those documents alone.
 
 An answer equal to a few-shot example's answer (``prompts.EXAMPLE_ANSWERS``: made-up entities in
 no corpus, so never right) is recorded in ``copied_examples`` and asked again once with a note; a
@@ -264,13 +265,16 @@ def hirag_state_graph(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
             docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
-        if settings.summarizer_reads == "pairs_and_chunks":
-            known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
-        elif settings.summarizer_reads == "pairs":
-            known, template = evidence_notes(entries, chunks=False), prompts.SUMMARIZE_PAIRS
+        if settings.summarizer_reads == "chunks":
+            known, template = "", prompts.SUMMARIZE_DOCUMENTS
         else:
-            known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
-        template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
+            if settings.summarizer_reads == "pairs_and_chunks":
+                known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
+            elif settings.summarizer_reads == "pairs":
+                known, template = evidence_notes(entries, chunks=False), prompts.SUMMARIZE_PAIRS
+            else:
+                known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
+            template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
         question = state["question"]
         prompt = template.format(question=question, known=known, docs=format_reading(docs))
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)

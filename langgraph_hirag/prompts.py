@@ -214,6 +214,15 @@ Analysis:"""
 """Ours (``reader_tokens``): :data:`SUMMARIZE` with the chunks the sub-answers were found in and the question's
 own nearest chunks before the question."""
 
+SUMMARIZE_DOCUMENTS = """Answer the question with the documents. First analyse the question and the documents step by step, then give the answer on a last line that starts with "Answer:".
+
+Documents:
+{docs}
+
+Question: {question}
+Analysis:"""
+"""Ours (``summarizer_reads="chunks"``): :data:`SUMMARIZE_WITH_DOCUMENTS` without the sub-answers."""
+
 RESTATED_QUESTION_AGAIN = (
     "That repeats the whole question. Ask a simpler question about one person, place or thing it names, "
     "whose answer helps to answer it."

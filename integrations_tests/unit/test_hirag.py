@@ -122,6 +122,9 @@ class Script:
         if prompt.startswith("Answer the question with the known information. First analyse the question and the known information step by step"):
             self._log("summarize", prompt)
             return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
+        if prompt.startswith("Answer the question with the documents. First analyse the question and the documents step by step"):
+            self._log("summarize", prompt)
+            return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
         if prompt.startswith("Based on the input and the question, give the answer"):
             self._log("extract", prompt)
             return "Dunmere"
@@ -867,6 +870,20 @@ def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_rea
     plain = Script()
     run(corpus, plain, th1=2, reader_tokens=0)
     assert "Documents:" not in plain.prompts["summarize"][0]
+
+
+def test_the_summarizer_can_read_the_documents_alone_without_the_sub_answers(corpus):
+    """``summarizer_reads="chunks"``: decomposition chooses what is read; the sub-answers, which the 1.5B gets
+    wrong ("…changed the body style of the RX 350 in 2010"), are not read beside it."""
+    script = Script()
+    state = run(corpus, script, th1=2, summarizer_reads="chunks", reader_tokens=80)
+    prompt = script.prompts["summarize"][0]
+    listed = prompt.split("Documents:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
+    assert "designed by Tomas Halvard and opened in 1871" in listed[0] and "born in Dunmere in 1820" in listed[1]
+    assert "Known information" not in prompt and "The Kesh Bridge was designed by Tomas Halvard." not in prompt
+    assert state["answer"] == "Dunmere" and len(state["summary_reads"]) == len(listed)
+    with pytest.raises(ValueError, match="reader_tokens"):
+        HiRAGConfig(summarizer_reads="chunks", reader_tokens=0)
 
 
 def test_a_restated_first_sub_question_is_asked_again_once(corpus):
