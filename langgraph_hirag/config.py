@@ -74,7 +74,8 @@ class HiRAGConfig(BaseModel):
         "MuSiQue 2/2, HotpotQA 2/2), so it is not the default; 'pairs_and_chunks' (ours): each pair and the chunk it "
         "was found in (the 1.5B's one-sentence sub-answers lose the rest of the chunk), with \"Answer: unknown\" allowed; "
         "'chunks' (ours; needs reader_tokens): the documents of reader_tokens alone, so decomposition chooses what is "
-        "read and no wrong sub-answer is read as a fact."
+        "read and no wrong sub-answer is read as a fact — MuSiQue dev 101–200: F1 0.137 against 0.163 (12 better, "
+        "15 worse), so off: the sub-answers carry more right hops than wrong ones."
     )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
