@@ -195,7 +195,7 @@ def answer_in_question(question: str, gold: str | Sequence[str]) -> bool:
 
 
 _REFUSAL = re.compile(
-    r"^\W*(?:(?:unknown|none|n/?a|no answer|not (?:given|known|mentioned|stated|provided|specified))\W*$"
+    r"^\W*(?:(?:unknown|none|n/?a|no answer)\W*$"
     r"|i (?:do not|don'?t|cannot|can'?t)\b|not (?:given|known|mentioned|stated|provided|specified)\b"
     r"|the (?:information|text|passages?|context|documents?)(?: provided| given)? (?:does|do|did) not\b)",
     re.IGNORECASE,
