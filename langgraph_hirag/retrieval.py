@@ -97,8 +97,6 @@ class RetrievalNodes:
         return answer, calls, cut
 
     def _judge(self, response: str, sub_question: str, knowledge: str = "") -> Dialogue[str]:
-        if says_unknown(response):
-            return "no"
         if knowledge and run_settings(self.config).verify_reads_chunk:
             prompt = prompts.CAN_ANSWER_FROM.format(knowledge=knowledge, response=response, question=sub_question)
         else:
@@ -156,9 +154,10 @@ class RetrievalNodes:
         flagged: list[str] = []
         prompt = prompts.ANSWER_WITH_KNOWLEDGE.format(question=sub_question, knowledge=state["knowledge"])
         response, calls, cut = yield from self._answer_once(prompt, NEXT_EXAMPLE, final_line, flagged)
-        invented = (settings.grounded_sub_answers and not says_unknown(response)
-                    and invents_names(response, f"{state['knowledge']} {sub_question}"))
-        verdict = "no" if invented else (yield from self._judge(response, sub_question, state["knowledge"]))
+        unknown = says_unknown(response)
+        invented = not unknown and settings.grounded_sub_answers and invents_names(response, f"{state['knowledge']} {sub_question}")
+        judged = not unknown and not invented
+        verdict = (yield from self._judge(response, sub_question, state["knowledge"])) if judged else "no"
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "response": response, "verified": verdict == "yes"}]
         t = len(attempts) - 1  # rethink rounds done before this attempt
         draw = fallback_draw(settings.seed, state["question"], sub_question, t)
@@ -168,7 +167,7 @@ class RetrievalNodes:
             "attempts": attempts,
             "outcome": "verified" if verdict == "yes" else "",
             "fallback": fallback,
-            "llm_calls": calls + (not says_unknown(response) and not invented),
+            "llm_calls": calls + judged,
             "truncated": cut,
             "copied_examples": flagged,
             "invented_sub_answers": [response] if invented else [],
@@ -183,10 +182,11 @@ class RetrievalNodes:
         flagged: list[str] = []
         prompt = prompts.INTERNAL_ANSWER.format(question=state["current"])
         response, calls, cut = yield from self._answer_once(prompt, LINE, first_line, flagged)
-        verdict = yield from self._judge(response, state["current"])
+        judged = not says_unknown(response)
+        verdict = (yield from self._judge(response, state["current"])) if judged else "no"
         attempts = [*state["attempts"][:-1], {**state["attempts"][-1], "internal": response}]
         update: dict[str, Any] = {
-            "attempts": attempts, "llm_calls": calls + (not says_unknown(response)), "truncated": cut, "copied_examples": flagged,
+            "attempts": attempts, "llm_calls": calls + judged, "truncated": cut, "copied_examples": flagged,
         }
         if verdict == "yes":
             update |= {"response": response, "outcome": "internal"}
