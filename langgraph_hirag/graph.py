@@ -50,8 +50,9 @@ Algorithm 1 (Appendix A.2), node by node::
   naming the entity, else with the original question, then answer the sub-question from a dense
   search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
   found are the sub-answer's evidence (``rewrite_hits``).
-- ``summarize`` (eq. 2): the final answer from the question and all sub-answers, then a short
-  keyword answer extracted from it (as the authors' pipeline does for EM). With ``summarizer_reads``
+- ``summarize`` (eq. 2): the final answer from the question and all sub-answers. With ``summary_style``
+  "analysis" a step-by-step analysis, then a short keyword answer extracted from it (as the authors' pipeline
+  does for EM); "short" (ours, the default) answers in a few words in one call. With ``summarizer_reads``
   (ours) each sub-answer follows its sub-question ("pairs"), and the chunk it came from ("pairs_and_chunks");
   with ``reader_tokens`` (ours) it also reads those chunks and the question's nearest chunks as documents,
   or ("chunks") those documents alone.
@@ -146,6 +147,15 @@ def _found_in(entries: Sequence[SubQuestionTrace]) -> list[dict[str, str]]:
         elif entry["source"] == "rewrite":
             found.append({"id": ",".join(entry["rewrite_hits"]), "title": "", "text": " ".join(entry["knowledge"].split())})
     return found
+
+
+def _known(entries: Sequence[SubQuestionTrace], state: HiRAGState, reads: str) -> str:
+    """The Summarizer's known information as ``summarizer_reads`` has it ("chunks": none)."""
+    if reads == "chunks":
+        return ""
+    if reads in ("pairs", "pairs_and_chunks"):
+        return evidence_notes(entries, chunks=reads == "pairs_and_chunks")
+    return " ".join(a for a in state.get("sub_answers", []) if a) or "None"
 
 
 def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
@@ -265,17 +275,17 @@ def hirag_state_graph(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
             docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
-        if settings.summarizer_reads == "chunks":
-            known, template = "", prompts.SUMMARIZE_DOCUMENTS
-        else:
-            if settings.summarizer_reads == "pairs_and_chunks":
-                known, template = evidence_notes(entries), prompts.SUMMARIZE_WITH_EVIDENCE
-            elif settings.summarizer_reads == "pairs":
-                known, template = evidence_notes(entries, chunks=False), prompts.SUMMARIZE_PAIRS
-            else:
-                known, template = " ".join(a for a in state.get("sub_answers", []) if a) or "None", prompts.SUMMARIZE
-            template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
         question = state["question"]
+        reads = [i for d in docs for i in d["id"].split(",") if i]
+        known = _known(entries, state, settings.summarizer_reads)
+        if settings.summary_style == "short":
+            return (yield from short_answer(question, known, docs)) | {"summary_reads": reads}
+        if settings.summarizer_reads == "chunks":
+            template = prompts.SUMMARIZE_DOCUMENTS
+        else:
+            template = {"pairs_and_chunks": prompts.SUMMARIZE_WITH_EVIDENCE, "pairs": prompts.SUMMARIZE_PAIRS}.get(
+                settings.summarizer_reads, prompts.SUMMARIZE)
+            template = prompts.SUMMARIZE_WITH_DOCUMENTS if docs else template
         prompt = template.format(question=question, known=known, docs=format_reading(docs))
         reasoning = yield Call(models["answerer"], prompt, max_tokens=cap, stop=NEXT_EXAMPLE)
         concluded = final_line(reasoning) or reasoning.text
@@ -303,13 +313,37 @@ def hirag_state_graph(
         return {
             "reasoning": reasoning.text.strip(),
             "answer": answer,
-            "summary_reads": [i for d in docs for i in d["id"].split(",") if i],
+            "summary_reads": reads,
             "llm_calls": calls,
             "truncated": truncated,
             "copied_examples": flagged,
             "invented_answers": invented,
             "off_option_answers": off_option,
         }
+
+    def short_answer(question: str, known: str, docs: list[dict[str, str]]) -> Dialogue[dict[str, Any]]:
+        """``summary_style="short"``: one call with naive RAG's short-answer prompt; a comparison answered with
+        neither option is asked once more, for one of the two as written (``answer_with_option``)."""
+        settings = run_settings(default)
+        if not known:
+            template = prompts.SUMMARIZE_SHORT_DOCUMENTS
+        else:
+            template = prompts.SUMMARIZE_SHORT_WITH_DOCUMENTS if docs else prompts.SUMMARIZE_SHORT
+
+        def ask(q: str) -> str:
+            return template.format(question=q, known=known, docs=format_reading(docs))
+
+        reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
+        replied, answer, calls, truncated, off_option = reply.text.strip(), first_line(reply), 1, int(reply.truncated), []
+        options = comparison_options(question)
+        if options and settings.answer_with_option and picked_option(answer, options) is None:
+            one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
+            reply = yield Call(models["answerer"], ask(one_of), max_tokens=settings.max_output_tokens, stop=LINE)
+            picked, calls, truncated = picked_option(first_line(reply), options), calls + 1, truncated + int(reply.truncated)
+            if picked:
+                off_option, answer = [answer], picked
+        return {"reasoning": replied, "answer": answer, "llm_calls": calls, "truncated": truncated, "copied_examples": [],
+                "invented_answers": [], "off_option_answers": off_option}
 
     graph = StateGraph(HiRAGState, input_schema=HiRAGInput, output_schema=HiRAGOutput, context_schema=HiRAGConfig)
     graph.add_node("start", start)

@@ -125,6 +125,9 @@ class Script:
         if prompt.startswith("Answer the question with the documents. First analyse the question and the documents step by step"):
             self._log("summarize", prompt)
             return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
+        if "answer the question in as few words as possible" in prompt:
+            self._log("summarize", prompt)
+            return "Dunmere"
         if prompt.startswith("Based on the input and the question, give the answer"):
             self._log("extract", prompt)
             return "Dunmere"
@@ -208,7 +211,7 @@ def test_two_hop_question_end_to_end(corpus):
     assert script.calls == [
         "decompose", "entity", "answer", "judge",
         "decompose", "entity", "answer", "judge",
-        "decompose", "summarize", "extract",
+        "decompose", "summarize",
     ]  # fmt: skip
     assert state["llm_calls"] == len(script.calls)
     # The Decomposer sees each sub-answer as the user's reply; the Summarizer sees all of them.
@@ -536,7 +539,7 @@ def test_an_empty_decomposer_turn_is_asked_again_once(corpus):
     config = HiRAGConfig(th1=2, min_subquestions=1)
     state = build_hirag_graph(ScriptedChatModel(respond), corpus, config=config).invoke({"question": QUESTION})
     assert state["stop_reason"] == "enough" and state["sub_questions"] == ["Who designed the Kesh Bridge?"]
-    assert state["llm_calls"] == 2 + 3 + 1 + 2  # decompose twice, entity/answer/judge, decompose, summary
+    assert state["llm_calls"] == 2 + 3 + 1 + 1  # decompose twice, entity/answer/judge, decompose, the short summary
 
 
 def test_profiles_reach_the_filter_unless_ablated(corpus):
@@ -566,7 +569,8 @@ def test_an_answer_copied_from_an_example_is_flagged_and_asked_again(corpus):
             return next(answers)
         return base(prompt)
 
-    state = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+    config = HiRAGConfig(th1=2, summary_style="analysis")
+    state = build_hirag_graph(ScriptedChatModel(respond), corpus, config=config).invoke({"question": QUESTION})
     assert state["copied_examples"] == ["Vantmoor"]
     assert state["answer"] == "Dunmere" and script.calls.count("extract") == 2
 
@@ -588,15 +592,16 @@ def test_an_extracted_answer_with_words_from_nowhere_gives_way_to_the_summarizer
         return script
 
     invented = script_with("London")
-    state = build_hirag_graph(ScriptedChatModel(invented.respond), corpus, config=HiRAGConfig(th1=2)).invoke({"question": QUESTION})
+    config = HiRAGConfig(th1=2, summary_style="analysis")
+    state = build_hirag_graph(ScriptedChatModel(invented.respond), corpus, config=config).invoke({"question": QUESTION})
     reasoning_answer = state["reasoning"].rsplit("Answer:", 1)[1].strip()
     assert state["answer"] == reasoning_answer and state["invented_answers"] == ["London"]
 
-    paper = HiRAGConfig(th1=2, grounded_extraction=False)
+    paper = HiRAGConfig(th1=2, summary_style="analysis", grounded_extraction=False)
     state = build_hirag_graph(ScriptedChatModel(script_with("London").respond), corpus, config=paper).invoke({"question": QUESTION})
     assert state["answer"] == "London" and not state.get("invented_answers")
 
-    kept = build_hirag_graph(ScriptedChatModel(script_with("dunmere").respond), corpus, config=HiRAGConfig(th1=2))
+    kept = build_hirag_graph(ScriptedChatModel(script_with("dunmere").respond), corpus, config=config)
     assert kept.invoke({"question": QUESTION})["answer"] == "dunmere"  # a word of the input, any case
 
 
@@ -842,7 +847,7 @@ def test_the_summarizer_reads_pairs_and_the_chunks_they_came_from(corpus):
 
 def test_the_summarizer_reads_each_sub_answer_after_its_sub_question(corpus):
     script = Script()
-    state = run(corpus, script, th1=2, summarizer_reads="pairs", reader_tokens=0)
+    state = run(corpus, script, th1=2, summary_style="analysis", summarizer_reads="pairs", reader_tokens=0)
     known = script.prompts["summarize"][0].split("Known information:\n", 1)[1].split("\nAnalysis:", 1)[0]
     assert known.splitlines() == [
         "1. Sub-question: Who designed the Kesh Bridge?",
@@ -856,7 +861,7 @@ def test_the_summarizer_reads_each_sub_answer_after_its_sub_question(corpus):
 
 def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_reader_tokens(corpus):
     script = Script()
-    state = run(corpus, script, th1=2, reader_tokens=80)
+    state = run(corpus, script, th1=2, summary_style="analysis", reader_tokens=80)
     prompt = script.prompts["summarize"][0]
     listed = prompt.split("Documents:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
     # what the sub-questions were answered from first, in their order, then the question's nearest chunks
@@ -868,7 +873,7 @@ def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_rea
     assert len(state["summary_reads"]) == len(listed)
     # reader_tokens=0, eq. (2)'s reading: no documents
     plain = Script()
-    run(corpus, plain, th1=2, reader_tokens=0)
+    run(corpus, plain, th1=2, summary_style="analysis", reader_tokens=0)
     assert "Documents:" not in plain.prompts["summarize"][0]
 
 
@@ -876,7 +881,7 @@ def test_the_summarizer_can_read_the_documents_alone_without_the_sub_answers(cor
     """``summarizer_reads="chunks"``: decomposition chooses what is read; the sub-answers, which the 1.5B gets
     wrong ("…changed the body style of the RX 350 in 2010"), are not read beside it."""
     script = Script()
-    state = run(corpus, script, th1=2, summarizer_reads="chunks", reader_tokens=80)
+    state = run(corpus, script, th1=2, summary_style="analysis", summarizer_reads="chunks", reader_tokens=80)
     prompt = script.prompts["summarize"][0]
     listed = prompt.split("Documents:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
     assert "designed by Tomas Halvard and opened in 1871" in listed[0] and "born in Dunmere in 1820" in listed[1]
@@ -884,6 +889,41 @@ def test_the_summarizer_can_read_the_documents_alone_without_the_sub_answers(cor
     assert state["answer"] == "Dunmere" and len(state["summary_reads"]) == len(listed)
     with pytest.raises(ValueError, match="reader_tokens"):
         HiRAGConfig(summarizer_reads="chunks", reader_tokens=0)
+
+
+def test_the_summarizer_can_answer_in_a_few_words_in_one_call(corpus):
+    """``summary_style="short"`` (ours): the Summarizer reads what it reads in the analysis style, but answers as
+    naive RAG's reader does, in as few words as possible, with no analysis and no keyword extraction: one call
+    where eq. (2) and the authors' extraction make two, and none of the 1.5B's analysis tokens."""
+    script = Script()
+    state = run(corpus, script, th1=2, summary_style="short", reader_tokens=80)
+    (prompt,) = script.prompts["summarize"]
+    assert prompt.startswith("Passages:\n") and "designed by Tomas Halvard and opened in 1871" in prompt
+    assert "Known information: The Kesh Bridge was designed by Tomas Halvard. Tomas Halvard was born in Dunmere." in prompt
+    assert prompt.endswith(f"Question: {QUESTION}\nAnswer: ") and "Analysis" not in prompt
+    assert "extract" not in script.calls and state["answer"] == "Dunmere" == state["reasoning"]
+    assert state["llm_calls"] == len(script.calls)
+    bare = Script()
+    run(corpus, bare, th1=2, summary_style="short", reader_tokens=0)
+    assert not bare.prompts["summarize"][0].startswith("Passages:")
+    assert "Known information: The Kesh Bridge" in bare.prompts["summarize"][0]
+
+
+def test_a_short_answer_naming_neither_option_is_asked_once_more_for_one_of_them(corpus):
+    question = "Who was born first, Tomas Halvard or Franco Rossi?"
+    script, replies = Script(), iter(["Dunmere", "tomas halvard"])
+    base = script.__call__
+
+    def respond(prompt: str) -> str:
+        return (script._log("summarize", prompt), next(replies))[1] if "as few words" in prompt else base(prompt)
+
+    graph = build_hirag_graph(ScriptedChatModel(respond), corpus,
+                              config=HiRAGConfig(th1=2, summary_style="short", reader_tokens=80))
+    state = graph.invoke({"question": question})
+    first, again = script.prompts["summarize"]
+    assert again == first.replace(f"Question: {question}\n", "Question: " + prompts.ONE_OF_THE_OPTIONS.format(
+        question=question, first="Tomas Halvard", second="Franco Rossi") + "\n")
+    assert state["off_option_answers"] == ["Dunmere"] and state["answer"] == "Tomas Halvard"
 
 
 def test_a_restated_first_sub_question_is_asked_again_once(corpus):
@@ -1104,7 +1144,8 @@ def test_a_comparison_answered_with_neither_option_is_asked_once_to_name_one(cor
                 return next(replies)
             return base(prompt)
 
-        return script, build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, **settings))
+        config = HiRAGConfig(th1=2, summary_style="analysis", **settings)
+        return script, build_hirag_graph(ScriptedChatModel(respond), corpus, config=config)
 
     script, graph = graph_with(["Dunmere", "tomas halvard was"])
     state = graph.invoke({"question": question})
