@@ -70,7 +70,7 @@ question); the Summarizer here answers once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.documents import Document
@@ -299,17 +299,12 @@ def hirag_state_graph(
             if copies_example(answer):
                 flagged.append(answer)
                 answer = final_line(reasoning)
-        truncated, invented, off_option = int(reasoning.truncated) + int(reply.truncated), [], []
+        truncated, invented = int(reasoning.truncated) + int(reply.truncated), []
         if settings.grounded_extraction and invents_words(answer, f"{concluded} {question}"):
             invented, answer = [answer], concluded.strip()
-        options = comparison_options(question)
-        if options and settings.answer_with_option and picked_option(answer, options) is None:
-            one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
-            reply = yield Call(models["answerer"], prompts.EXTRACT_ANSWER.format(response=concluded, question=one_of),
-                               max_tokens=cap, stop=LINE)
-            picked, calls, truncated = picked_option(first_line(reply), options), calls + 1, truncated + int(reply.truncated)
-            if picked:
-                off_option, answer = [answer], picked
+        answer, extra, cut, off_option = yield from one_of_the_options(
+            question, answer, lambda one_of: prompts.EXTRACT_ANSWER.format(response=concluded, question=one_of))
+        calls, truncated = calls + extra, truncated + cut
         return {
             "reasoning": reasoning.text.strip(),
             "answer": answer,
@@ -334,16 +329,23 @@ def hirag_state_graph(
             return template.format(question=q, known=known, docs=format_reading(docs))
 
         reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
-        replied, answer, calls, truncated, off_option = reply.text.strip(), first_line(reply), 1, int(reply.truncated), []
+        answer, calls, cut, off_option = yield from one_of_the_options(question, first_line(reply), ask)
+        return {"reasoning": reply.text.strip(), "answer": answer, "llm_calls": 1 + calls,
+                "truncated": int(reply.truncated) + cut, "copied_examples": [], "invented_answers": [],
+                "off_option_answers": off_option}
+
+    def one_of_the_options(question: str, answer: str, prompt_for: Callable[[str], str]) -> Dialogue[tuple[str, int, int, list[str]]]:
+        """``answer_with_option``: a question naming two options whose answer names neither is asked once more,
+        ``prompt_for`` the question with the request for one of the two as written; the option it names replaces
+        the answer. Returns the answer, the calls and cut replies it took, and the answer it replaced."""
+        settings = run_settings(default)
         options = comparison_options(question)
-        if options and settings.answer_with_option and picked_option(answer, options) is None:
-            one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
-            reply = yield Call(models["answerer"], ask(one_of), max_tokens=settings.max_output_tokens, stop=LINE)
-            picked, calls, truncated = picked_option(first_line(reply), options), calls + 1, truncated + int(reply.truncated)
-            if picked:
-                off_option, answer = [answer], picked
-        return {"reasoning": replied, "answer": answer, "llm_calls": calls, "truncated": truncated, "copied_examples": [],
-                "invented_answers": [], "off_option_answers": off_option}
+        if not (options and settings.answer_with_option and picked_option(answer, options) is None):
+            return answer, 0, 0, []
+        one_of = prompts.ONE_OF_THE_OPTIONS.format(question=question, first=options[0], second=options[1])
+        reply = yield Call(models["answerer"], prompt_for(one_of), max_tokens=settings.max_output_tokens, stop=LINE)
+        picked = picked_option(first_line(reply), options)
+        return (picked, 1, int(reply.truncated), [answer]) if picked else (answer, 1, int(reply.truncated), [])
 
     graph = StateGraph(HiRAGState, input_schema=HiRAGInput, output_schema=HiRAGOutput, context_schema=HiRAGConfig)
     graph.add_node("start", start)
