@@ -26,10 +26,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from langgraph_hirag import HierarchicalCorpus, HiRAGRetriever, build_hirag_graph  # noqa: E402
-from multihop_rag.app.naive import ANSWER_PROMPT  # noqa: E402
 from multihop_rag.backends import chat_model, langchain_embeddings, resolve_llm_spec  # noqa: E402
 from multihop_rag.corpus import load_pooled  # noqa: E402
 from multihop_rag.metrics import exact_match, format_ci, precision_recall_f1  # noqa: E402
+from multihop_rag.short_answer import short_answer_prompt  # noqa: E402
 
 DIRECT_PROMPT = "Answer the question in as few words as possible.\nQuestion: {question}\nAnswer:"
 """Direct answering (Table 2's "Direct" row): the model's own knowledge, no retrieval."""
@@ -72,7 +72,7 @@ def main() -> None:
         record("direct", direct, q.answers, time.perf_counter() - started, 1, 0)
         started = time.perf_counter()
         context = "\n\n".join(d.page_content for d in corpus.search(q.question, 5))
-        answer = llm.invoke(ANSWER_PROMPT.format(context_str=context, query_str=q.question)).text.strip()
+        answer = llm.invoke(short_answer_prompt(q.question, docs=context)).text.strip()
         record("dense top-5 RAG", answer, q.answers, time.perf_counter() - started, 1, 0)
         line = f"  {q.id}: gold={q.answers[0]!r} direct={direct[:40]!r} dense={answer[:40]!r}"
         for name, graph in graphs.items():

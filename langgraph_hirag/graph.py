@@ -105,6 +105,7 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import comparison_options, normalize_answer, picked_option
+from multihop_rag.short_answer import short_answer_prompt
 
 __all__ = [
     "ROLES",
@@ -274,7 +275,9 @@ def hirag_state_graph(
             hits: list[Document] = yield Effect(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
-            docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
+            found, nearest = _found_in(entries), list(map(document_record, hits))
+            ordered = [*nearest, *found] if settings.reader_order == "question_first" else [*found, *nearest]
+            docs = reading_list(ordered, settings.reader_tokens)
         question = state["question"]
         reads = [i for d in docs for i in d["id"].split(",") if i]
         known = _known(entries, state, settings.summarizer_reads)
@@ -320,13 +323,9 @@ def hirag_state_graph(
         """``summary_style="short"``: one call with naive RAG's short-answer prompt; a comparison answered with
         neither option is asked once more, for one of the two as written (``answer_with_option``)."""
         settings = run_settings(default)
-        if not known:
-            template = prompts.SUMMARIZE_SHORT_DOCUMENTS
-        else:
-            template = prompts.SUMMARIZE_SHORT_WITH_DOCUMENTS if docs else prompts.SUMMARIZE_SHORT
 
         def ask(q: str) -> str:
-            return template.format(question=q, known=known, docs=format_reading(docs))
+            return short_answer_prompt(q, docs=format_reading(docs), known=known)
 
         reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
         answer, calls, cut, off_option = yield from one_of_the_options(question, first_line(reply), ask)

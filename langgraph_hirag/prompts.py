@@ -223,33 +223,6 @@ Question: {question}
 Analysis:"""
 """Ours (``summarizer_reads="chunks"``): :data:`SUMMARIZE_WITH_DOCUMENTS` without the sub-answers."""
 
-SUMMARIZE_SHORT = """Known information: {known}
-
-Using the known information, answer the question in as few words as possible.
-Question: {question}
-Answer: """
-"""Ours (``summary_style="short"``): the Summarizer answers as naive RAG's reader does (its short-answer prompt),
-in one call, with no analysis and no keyword extraction."""
-
-SUMMARIZE_SHORT_WITH_DOCUMENTS = """Passages:
-{docs}
-
-Known information: {known}
-
-Using the passages and the known information, answer the question in as few words as possible.
-Question: {question}
-Answer: """
-"""Ours (``summary_style="short"`` with ``reader_tokens``): :data:`SUMMARIZE_SHORT` with the documents first."""
-
-SUMMARIZE_SHORT_DOCUMENTS = """Passages:
-{docs}
-
-Using the passages, answer the question in as few words as possible.
-Question: {question}
-Answer: """
-"""Ours (``summary_style="short"`` with ``summarizer_reads="chunks"``): the documents alone, as naive RAG's reader
-reads its chunks."""
-
 RESTATED_QUESTION_AGAIN = (
     "That repeats the whole question. Ask a simpler question about one person, place or thing it names, "
     "whose answer helps to answer it."

@@ -55,3 +55,15 @@ def test_no_prompt_names_a_demo_corpus_entity(module):
     prompts = prompt_text(module)
     for title in {p.title for p in passages}:
         assert not re.search(rf"\b{re.escape(title)}\b", prompts), f"{module.__name__} names {title!r} of the demo corpus"
+
+
+def test_every_reader_asks_for_a_short_answer_in_naive_rags_words_over_whatever_evidence_it_has():
+    # naive RAG's prompt, byte for byte as every committed call cache recorded it, and HiRAG's short Summarizer's
+    from multihop_rag.short_answer import short_answer_prompt
+
+    naive = "Passages:\nP\n\nUsing the passages, answer the question in as few words as possible.\nQuestion: Q?\nAnswer: "
+    assert short_answer_prompt("Q?", docs="P") == naive == short_answer_prompt("Q?", docs="P", known="")
+    assert short_answer_prompt("Q?", known="K").startswith("Known information: K\n\nUsing the known information, answer")
+    both = short_answer_prompt("Q?", docs="P", known="K")
+    assert both.index("Passages:\nP") < both.index("Known information: K") < both.index("Using the passages and the known")
+    assert short_answer_prompt("Q?").startswith("Passages:\n\n")  # nothing at all: naive's, with no passages

@@ -3,7 +3,7 @@
 Passages are split into chunks (LlamaIndex ``SentenceSplitter``, 256 tokens: the embedding model
 reads no more) and embedded into a vector store — Chroma in the index folder, a Chroma server, or
 any LlamaIndex vector store; a question embeds, takes the top-k chunks and asks the LLM once with
-the short-answer prompt. ``answer`` returns the top ``retrieve_k`` chunks as ranked evidence (the
+the short-answer prompt (:mod:`multihop_rag.short_answer`). ``answer`` returns the top ``retrieve_k`` chunks as ranked evidence (the
 LLM reads the first ``similarity_top_k``), so retrieval can be measured deeper than what is read.
 
 The index is a LlamaIndex ``VectorStoreIndex`` whose docstore keeps each document's hash, so
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index.core import PromptTemplate, StorageContext, VectorStoreIndex
+from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms.llm import LLM
 from llama_index.core.node_parser import SentenceSplitter
@@ -39,6 +39,7 @@ from multihop_rag.indexing.persistence import (
 )
 from multihop_rag.llm.calls import Call, call
 from multihop_rag.method import Answer, Evidence, Models, TraceSink, UpdateReport
+from multihop_rag.short_answer import short_answer_prompt
 from multihop_rag.stores import (
     chroma_vector_store,
     delete_ids,
@@ -48,17 +49,9 @@ from multihop_rag.stores import (
     stored_ids,
 )
 
-__all__ = ["ANSWER_PROMPT", "NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
+__all__ = ["NaiveConfig", "NaiveRAG", "evidence_from_nodes", "METHOD"]
 
 FORMAT_VERSION = 2
-
-ANSWER_PROMPT = PromptTemplate(
-    "Passages:\n{context_str}\n\n"
-    "Using the passages, answer the question in as few words as possible.\n"
-    "Question: {query_str}\nAnswer: "
-)
-"""Short-answer prompt shared by the baselines (the wording of SiReRAG §5.4 / HippoRAG)."""
-
 
 class NaiveConfig(BaseModel):
     """The baseline's knobs."""
@@ -259,7 +252,7 @@ class NaiveRAG:
                 trace({"step": "retrieve", "title": hit.node.metadata.get("title", ""), "score": hit.score,
                        "text": hit.node.get_content()})
         context = "\n\n".join(h.node.get_content(metadata_mode=MetadataMode.LLM) for h in read)
-        reply = call(Call(self.llm, ANSWER_PROMPT.format(context_str=context, query_str=question),
+        reply = call(Call(self.llm, short_answer_prompt(question, docs=context),
                           max_tokens=self.config.max_output_tokens))
         return Answer(
             question=question,
