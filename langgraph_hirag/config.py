@@ -105,11 +105,6 @@ class HiRAGConfig(BaseModel):
         "tuning questions 101–140, every other call replayed: MuSiQue F1 0.118 → 0.175 (3 answers better, none worse), "
         "HotpotQA 0.358 → 0.429 (3/1), 2Wiki 0.362 → 0.381 (3/3); MuSiQue 101–200: 0.136 → 0.168 (8/4); no call added."
     )
-    reader_order: Literal["found_first", "question_first"] = Field(
-        "found_first", description="Which chunks fill reader_tokens first: 'found_first', the chunks the sub-answers were "
-        "found in, then the question's nearest; 'question_first' (ours), the question's nearest (naive RAG's reading), "
-        "then the chunks the sub-answers were found in, so the Summarizer reads what naive RAG reads and the sub-answers."
-    )
     summary_style: Literal["analysis", "short"] = Field(
         "short", description="How the Summarizer answers. 'analysis': it analyses step by step and ends on an "
         "\"Answer:\" line (eq. 2), from which a second call extracts the keywords (the authors' pipeline, for EM); "

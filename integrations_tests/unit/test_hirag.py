@@ -877,20 +877,6 @@ def test_the_summarizer_reads_the_found_chunks_then_the_questions_own_within_rea
     assert "Documents:" not in plain.prompts["summarize"][0]
 
 
-def test_the_summarizer_can_read_the_questions_nearest_chunks_before_the_found_ones(corpus):
-    """``reader_order="question_first"`` (ours): naive RAG's reading first, then the chunks the sub-answers came from."""
-
-    def reads(**settings) -> list[str]:
-        return run(corpus, Script(), th1=2, summary_style="analysis", reader_tokens=200, **settings)["summary_reads"]
-
-    found_first, question_first = reads(), reads(reader_order="question_first")
-    nearest = [doc.id for doc in corpus.search(QUESTION, 20)]
-    found = found_first[:2]  # the Kesh Bridge's and Tomas Halvard's chunks, as the test above pins
-    assert question_first[0] == nearest[0] != found_first[0]
-    assert question_first == [i for i in nearest if i in question_first] + [i for i in found if i not in nearest[: len(question_first)]]
-    assert len(set(question_first)) == len(question_first)  # each chunk once, whichever list it came from
-
-
 def test_the_summarizer_can_read_the_documents_alone_without_the_sub_answers(corpus):
     """``summarizer_reads="chunks"``: decomposition chooses what is read; the sub-answers, which the 1.5B gets
     wrong ("…changed the body style of the RX 350 in 2010"), are not read beside it."""
