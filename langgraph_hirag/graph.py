@@ -275,9 +275,7 @@ def hirag_state_graph(
             hits: list[Document] = yield Effect(
                 lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
             )
-            found, nearest = _found_in(entries), list(map(document_record, hits))
-            ordered = [*nearest, *found] if settings.reader_order == "question_first" else [*found, *nearest]
-            docs = reading_list(ordered, settings.reader_tokens)
+            docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
         question = state["question"]
         reads = [i for d in docs for i in d["id"].split(",") if i]
         known = _known(entries, state, settings.summarizer_reads)
@@ -324,7 +322,7 @@ def hirag_state_graph(
         neither option is asked once more, for one of the two as written (``answer_with_option``)."""
         settings = run_settings(default)
 
-        def ask(q: str) -> str:
+        def ask(q: str) -> str:  # the prompt for q, over the same reading
             return short_answer_prompt(q, docs=format_reading(docs), known=known)
 
         reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
