@@ -41,8 +41,8 @@ Algorithm 1 (Appendix A.2), node by node::
 - ``rethink`` (Algorithm 1, lines 31-36): attempt t failed; every ``th2``-th failure (or when the
   document has no further chunk) moves to the next document and its best chunk, other failures
   to the next chunk; after ``th3`` attempts the sub-question is given up. With ``dense_rethink`` (ours),
-  once the entity's titles run out the next document is that of the nearest untried chunk (dense). Defaults th2 = 3, th3 = 4
-  as in the authors' code and §5.3 ("the default maximum number of retrievals is 4").
+  once the entity's titles run out the next document is that of the nearest untried chunk (dense). th2 = 3 as in the authors'
+  code; th3 = 2 (ours, measured; §5.3's "default maximum number of retrievals is 4" is th3 = 4).
 - ``internal_knowledge`` (eq. 7): after the t-th rethink fails, with probability (t/m)² the model
   answers from its own knowledge (m = 5, §4.4); the draw is a seeded hash of (seed, question,
   sub-question, t), so runs are reproducible and resuming from a checkpoint draws the same.
@@ -320,10 +320,10 @@ def hirag_state_graph(
     def short_answer(question: str, known: str, docs: list[dict[str, str]]) -> Dialogue[dict[str, Any]]:
         """``summary_style="short"``: one call with naive RAG's short-answer prompt; a comparison answered with
         neither option is asked once more, for one of the two as written (``answer_with_option``)."""
-        settings = run_settings(default)
+        settings, reading = run_settings(default), format_reading(docs)
 
         def ask(q: str) -> str:  # the prompt for q, over the same reading
-            return short_answer_prompt(q, docs=format_reading(docs), known=known)
+            return short_answer_prompt(q, docs=reading, known=known)
 
         reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
         answer, calls, cut, off_option = yield from one_of_the_options(question, first_line(reply), ask)

@@ -806,7 +806,8 @@ def test_the_defaults_keep_the_paper_one_setting_away():
     assert (config.verify_reads_chunk, config.ask_again_if_restated) == (False, False)
     assert config.summarizer_reads == "sub_answers"  # eq. (2)'s; "pairs" (ours) tied on the tuning questions
     assert config.answer_without_evidence and config.rewrite_top_k == 1
-    assert config.reader_tokens == 700  # ours, measured; 0 is eq. (2)'s sub-answers alone
+    assert config.reader_tokens == 350  # ours, measured; 0 is eq. (2)'s sub-answers alone
+    assert config.th3 == 2  # ours, measured; 4 is §5.3's
     assert config.grounded_sub_answers  # ours, measured; False is eq. (6)'s Filter alone
     assert config.dense_rethink  # ours, measured; False: the entity's titles are the only documents
 
