@@ -4,14 +4,15 @@ Memory stays flat in the prompt's length (issue 41; the paper's Appendix B.1 acc
 layer for the same reason). The model runs with its own attention implementation, ``garlic_rows``:
 each layer's output comes from PyTorch's fused attention (which never holds a ``tokens × tokens``
 matrix), and the attention probabilities are computed only for the rows GARLIC reads — the reply's
-tokens for an edge, the appended node's for a search step — and averaged over heads at once; a hook
-sums them over layers. The decoder runs without its language-model head (GARLIC reads no logits). The
-weights load in bfloat16 (``dtype=``) and every product is computed in float32
-(:mod:`~llama_index_garlic.float32_compute`: bfloat16 products are several times slower on a CPU without
-bfloat16 instructions): the 1.5B's edges over an 8,604-token prompt then peak at 5.2 GB of RSS, its weights
-mapped from the folder a GGUF is unpacked into once (9.6 GB with float32 weights unpacked at load, 17.6 GB
-with eager attention and full logits), and match float32 weights' edges within 0.1 % (the same strongest
-input for every output).
+tokens for an edge, the appended node's for a search step — :data:`ROW_BLOCK` rows at a time and averaged
+over heads at once; a hook sums them over layers. The edges' pass keeps no keys and values (nothing follows
+it). The decoder runs without its language-model head (GARLIC reads no logits). The weights load in bfloat16
+(``dtype=``) and every product is computed in float32 (:mod:`~llama_index_garlic.float32_compute`: bfloat16
+products are several times slower on a CPU without bfloat16 instructions): the 1.5B's edges over a
+10,520-token exchange (an 8K-token prompt, a 2K-token reply) then peak at 5.0 GB of RSS, its weights mapped
+from the folder a GGUF is unpacked into once (6.8 GB with every row at once and the cache kept, 9.6 GB with
+float32 weights unpacked at load, 17.6 GB with eager attention and full logits), and match float32 weights'
+edges within 0.1 % (the same strongest input for every output).
 
 - :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
   LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
@@ -71,14 +72,34 @@ def _attention_of_rows(module: Any, query: torch.Tensor, key: torch.Tensor, valu
     rows = getattr(_rows, "slice", None)
     if rows is None:
         return output, None
-    q = query[:, :, rows, :]
-    k = repeat_kv(key, query.shape[1] // key.shape[1])
-    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    scores = torch.matmul(q, k.transpose(2, 3)).float() * scale
     past = key.shape[2] - query.shape[2]
     positions = torch.arange(query.shape[2])[rows] + past
-    scores = scores.masked_fill(torch.arange(key.shape[2])[None, :] > positions[:, None], float("-inf"))
-    return output, torch.softmax(scores, dim=-1).mean(dim=1)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    k = repeat_kv(key, query.shape[1] // key.shape[1])
+    return output, head_mean_probabilities(query[:, :, rows, :], k, positions, scale)
+
+
+ROW_BLOCK = 256
+"""Query rows whose probabilities are computed at once: a block's scores are ``heads × ROW_BLOCK × keys``
+floats (12 × 256 × 10,520 × 4 bytes = 129 MB for the 1.5B over a 10K-token exchange), where all of a 2,048-token
+reply's rows at once were 1 GB, times three for the mask and the softmax (``bench_attention_memory.py``: 256 rows
+peaked lowest and ran fastest of 64, 256 and all)."""
+
+
+def head_mean_probabilities(query: torch.Tensor, key: torch.Tensor, positions: torch.Tensor,
+                            scale: float) -> torch.Tensor:
+    """Causal attention probabilities of ``query``'s rows (``1 × heads × rows × dim``, at key positions
+    ``positions``) over ``key`` (``1 × heads × keys × dim``), averaged over heads: ``1 × rows × keys``, computed
+    :data:`ROW_BLOCK` rows at a time."""
+    import torch
+
+    keys = torch.arange(key.shape[2])
+    blocks = []
+    for start in range(0, query.shape[2], ROW_BLOCK):
+        scores = torch.matmul(query[:, :, start : start + ROW_BLOCK, :], key.transpose(2, 3)).float().mul_(scale)
+        scores.masked_fill_(keys[None, :] > positions[start : start + ROW_BLOCK, None], float("-inf"))
+        blocks.append(torch.softmax(scores, dim=-1).mean(dim=1))
+    return torch.cat(blocks, dim=1) if blocks else query.new_zeros((1, 0, key.shape[2]), dtype=torch.float32)
 
 
 def _register_implementation() -> None:
@@ -196,12 +217,13 @@ class TransformersAttention:
             for handle in handles:
                 handle.remove()
 
-    def _forward(self, input_ids: list[int], rows: slice, past: Any = None) -> tuple[np.ndarray, Any]:
-        """Attention of positions ``rows`` of this forward pass (heads and layers averaged), and the cache."""
+    def _forward(self, input_ids: list[int], rows: slice, past: Any = None, *, use_cache: bool = True) -> tuple[np.ndarray, Any]:
+        """Attention of positions ``rows`` of this forward pass (heads and layers averaged), and the cache (None
+        without ``use_cache``: a pass nothing follows keeps no keys and values)."""
         import torch
 
         with self._capture(rows) as acc, torch.no_grad():
-            out = self._decoder(input_ids=torch.tensor([input_ids]), past_key_values=past, use_cache=True)
+            out = self._decoder(input_ids=torch.tensor([input_ids]), past_key_values=past, use_cache=use_cache)
         self.forward_tokens += len(input_ids)
         return (acc["sum"] / acc["layers"]).numpy(), out.past_key_values
 
@@ -238,7 +260,7 @@ class TransformersAttention:
             return None
         first = min(t[0] for t in out_tokens)
         with self._lock:
-            attention, _ = self._forward(ids, slice(first, None))
+            attention, _ = self._forward(ids, slice(first, None), use_cache=False)
         edges = np.zeros((len(outputs), len(inputs)))
         for i, rows in enumerate(out_tokens):
             block = attention[np.asarray(rows) - first]
@@ -296,7 +318,7 @@ class AttentionSession:
             if self.kv_cache:
                 attention, self._past = self.owner._forward(new, slice(None), self._past)
             else:
-                attention, _ = self.owner._forward(self._ids + new, slice(len(self._ids), None))
+                attention, _ = self.owner._forward(self._ids + new, slice(len(self._ids), None), use_cache=False)
         self.seconds += time.perf_counter() - started
         self._ids = self._ids + new
         scores, row = [], 0

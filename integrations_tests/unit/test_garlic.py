@@ -131,6 +131,29 @@ def search(graph, question, replies, **kwargs):
     return result, controller
 
 
+def test_the_rows_attention_is_computed_a_block_of_rows_at_a_time_and_equals_the_whole(monkeypatch):
+    """The reply rows' probabilities come ROW_BLOCK rows at a time (a 2,048-token reply over an 8K prompt held
+    0.85 GB of scores per copy at once) and equal the softmax over all rows, causal mask and head mean."""
+    torch = pytest.importorskip("torch")
+    from llama_index_garlic import attention
+
+    generator = torch.Generator().manual_seed(0)
+    query, key = torch.randn(1, 4, 7, 8, generator=generator), torch.randn(1, 4, 12, 8, generator=generator)
+    positions = torch.arange(5, 12)  # the last 7 of 12 positions, as a reply after its prompt
+    scores = torch.matmul(query, key.transpose(2, 3)) * 0.3
+    scores = scores.masked_fill(torch.arange(12)[None, :] > positions[:, None], float("-inf"))
+    whole = torch.softmax(scores, dim=-1).mean(dim=1)
+
+    rows_at_once, softmax = [], torch.softmax
+    monkeypatch.setattr(torch, "softmax", lambda x, dim: rows_at_once.append(x.shape[2]) or softmax(x, dim=dim))
+    monkeypatch.setattr(attention, "ROW_BLOCK", 3)
+    blocked = attention.head_mean_probabilities(query, key, positions, 0.3)
+
+    assert rows_at_once == [3, 3, 1]
+    torch.testing.assert_close(blocked, whole)
+    assert attention.head_mean_probabilities(query[:, :, :0], key, positions[:0], 0.3).shape == (1, 0, 12)
+
+
 def test_search_starts_at_the_top_level_and_stops_after_p_yes():
     graph = hand_graph()
     result, controller = search(graph, "Who designed the bridge?", ["No", "Yes", "No", "Yes", "No"], stop_patience=2)

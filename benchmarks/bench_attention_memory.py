@@ -1,0 +1,108 @@
+"""Peak memory and time of GARLIC's attention edges (Appendix B.1) over one long summarization exchange.
+
+The bundled attention model (the embedded default's own weights, bfloat16 stored, float32 products) teacher-forces
+Table 4's prompt over the first passages of 2Wiki's pooled corpus, as ``* `` lines up to ``--prompt-tokens``, and a
+reply of ``--reply-tokens`` (sentences of those passages as summary points, so every output has inputs to attend
+to), and scores the edges. Each setting runs in a process of its own, so its peak RSS is its own. Run it on an
+idle machine for the seconds; the memory does not depend on the load.
+
+Usage: benchmarks/bench_attention_memory.py [--prompt-tokens 8000] [--reply-tokens 2000] [--row-block 64,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CORPUS = ("2wikimultihopqa", "corpus_hipporag_full.jsonl")
+
+
+def exchange(prompt_tokens: int, reply_tokens: int) -> tuple[str, str, list[str], list[str]]:
+    """Table 4's prompt over passages up to ``prompt_tokens`` and a reply of their first sentences."""
+    from llama_index_garlic import prompts
+    from multihop_rag.corpus import data_dir, load_documents
+    from multihop_rag.indexing.text import count_tokens, split_sentences
+
+    inputs, outputs, used, written = [], [], 0, 0
+    for passage in load_documents(data_dir() / CORPUS[0] / CORPUS[1]):
+        text = " ".join(passage.text.split())
+        if used + count_tokens(text) > prompt_tokens:
+            break
+        inputs.append(text)
+        used += count_tokens(text) + 2
+        for sentence in split_sentences(text)[:2]:
+            if written + count_tokens(sentence) <= reply_tokens:
+                outputs.append(sentence)
+                written += count_tokens(sentence) + 2
+    prompt = prompts.SUMMARIZE.format(segments="".join(prompts.bullet(t) for t in inputs))
+    return prompt, "".join(prompts.bullet(t) for t in outputs), inputs, outputs
+
+
+def child(row_block: int, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
+    """One setting in this process: load, score the edges, report."""
+    from llama_index_garlic import attention
+    from llama_index_garlic.attention import TransformersAttention
+
+    attention.ROW_BLOCK = row_block
+    prompt, reply, inputs, outputs = exchange(prompt_tokens, reply_tokens)
+    model = TransformersAttention.from_pretrained("default")
+    loaded_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    started = time.perf_counter()
+    edges = model.summary_edges(prompt, reply, inputs, outputs)
+    seconds = time.perf_counter() - started
+    if edges is None:
+        raise RuntimeError("the exchange's texts could not be located")
+    return {"row_block": row_block, "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
+            "seconds": round(seconds, 1), "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+            "loaded_rss_gb": round(loaded_gb, 2), "strongest_input": edges.argmax(axis=1).tolist(),
+            "edges": edges.tolist()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompt-tokens", type=int, default=8000)
+    parser.add_argument("--reply-tokens", type=int, default=2000)
+    parser.add_argument("--row-block", default="64,100000", help="ROW_BLOCK values (100000: every row at once)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/attention_memory"))
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child, args.prompt_tokens, args.reply_tokens)))
+        return
+    rows = []
+    for block in (int(v) for v in args.row_block.split(",")):
+        done = subprocess.run([sys.executable, __file__, "--child", str(block), "--prompt-tokens", str(args.prompt_tokens),
+                               "--reply-tokens", str(args.reply_tokens)], check=True, capture_output=True, text=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"row_block={block}: {rows[-1]['peak_rss_gb']} GB, {rows[-1]['seconds']} s", flush=True)
+    import numpy as np
+
+    first = np.asarray(rows[0]["edges"])
+    lines = ["| ROW_BLOCK | tokens | inputs × outputs | seconds | RSS loaded | peak RSS | max edge change vs first row | same strongest input |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        change = float(np.max(np.abs(np.asarray(row["edges"]) - first) / np.maximum(np.abs(first), 1e-12)))
+        same = sum(a == b for a, b in zip(row["strongest_input"], rows[0]["strongest_input"], strict=True))
+        lines.append(f"| {row['row_block']} | {row['tokens']} | {row['inputs']} × {row['outputs']} | {row['seconds']} | "
+                     f"{row['loaded_rss_gb']} GB | {row['peak_rss_gb']} GB | {change:.1e} | {same}/{row['outputs']} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "attention_memory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    header = (f"Attention edges of the embedded default (`default`, bfloat16 weights, float32 products) over Table 4's "
+              f"prompt of ~{args.prompt_tokens} tokens and a reply of ~{args.reply_tokens}; 2Wiki's pooled corpus; this "
+              "2-core machine.\n\n")
+    (args.out / "attention_memory.md").write_text(header + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
