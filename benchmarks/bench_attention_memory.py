@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from child_rows import row_of_child  # noqa: E402
 
 CORPUS = ("2wikimultihopqa", "corpus_hipporag_full.jsonl")
 
@@ -81,9 +82,8 @@ def main() -> None:
         return
     rows = []
     for block in (int(v) for v in args.row_block.split(",")):
-        done = subprocess.run([sys.executable, __file__, "--child", str(block), "--prompt-tokens", str(args.prompt_tokens),
-                               "--reply-tokens", str(args.reply_tokens)], check=True, capture_output=True, text=True)
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows.append(row_of_child(__file__, str(block), "--prompt-tokens", str(args.prompt_tokens),
+                                 "--reply-tokens", str(args.reply_tokens)))
         print(f"row_block={block}: {rows[-1]['peak_rss_gb']} GB, {rows[-1]['seconds']} s", flush=True)
     import numpy as np
 

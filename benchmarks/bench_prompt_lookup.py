@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from child_rows import row_of_child  # noqa: E402
 
 CORPUS = ("2wikimultihopqa", "corpus_hipporag_full.jsonl")
 
@@ -81,9 +82,7 @@ def main() -> None:
         return
     rows = []
     for lookup in (int(v) for v in args.lookup.split(",")):
-        done = subprocess.run([sys.executable, __file__, "--child", str(lookup), "--passages", str(args.passages)],
-                              check=True, capture_output=True, text=True)
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows.append(row_of_child(__file__, str(lookup), "--passages", str(args.passages)))
         print(f"prompt_lookup={lookup}: " + ", ".join(
             f"{t} {rows[-1][t]['tokens_per_s']} tok/s" for t in ("propositions", "summary")), flush=True)
     plain = rows[0]

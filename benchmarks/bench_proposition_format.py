@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Annotated, Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from child_rows import row_of_child  # noqa: E402
 
 CORPUS = ("2wikimultihopqa", "corpus_hipporag_full.jsonl")
 FORMATS = ("objects", "tight", "arrays")
@@ -97,9 +98,7 @@ def main() -> None:
         return
     rows = []
     for form in FORMATS:
-        done = subprocess.run([sys.executable, __file__, "--child", form, "--passages", str(args.passages)],
-                              check=True, capture_output=True, text=True)
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows.append(row_of_child(__file__, form, "--passages", str(args.passages)))
         print(f"{form}: {rows[-1]['tokens']} tokens, {rows[-1]['seconds']} s", flush=True)
     shipped = rows[0]
     lines = ["| format | generated tokens | vs objects | seconds | vs objects | calls | facts | entities (distinct per passage) "

@@ -32,7 +32,6 @@ import math
 import os
 import platform
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +42,8 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from child_rows import row_of_child  # noqa: E402
 
 from integrations_tests.openai_stub import SlotServer  # noqa: E402
 from multihop_rag.corpus import data_dir, load_documents  # noqa: E402
@@ -82,13 +83,9 @@ def child(method_name: str, size: int, url: str, folder: str) -> dict[str, Any]:
 def run(method: str, size: int, delay: float, malformed: float, scratch: Path) -> dict[str, Any]:
     with SlotServer(slots=SLOTS, delay=delay, malformed=malformed) as server:
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, "--child", method, str(size), server.url, str(scratch / f"{method}-{size}")],
-                             capture_output=True, text=True)
+        row = row_of_child(__file__, method, str(size), server.url, str(scratch / f"{method}-{size}"))
         wall = time.perf_counter() - started
         slot_seconds = server.slot_seconds
-    if out.returncode != 0:
-        raise SystemExit(f"{method} at {size} passages failed:\n{out.stderr[-3000:]}")
-    row = json.loads(out.stdout.strip().splitlines()[-1])
     return row | {
         "delay_s": delay, "malformed": malformed,
         "slots_busy": round(slot_seconds / (SLOTS * row["wall_s"]), 3) if row["wall_s"] else None,

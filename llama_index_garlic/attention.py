@@ -95,11 +95,11 @@ def head_mean_probabilities(query: torch.Tensor, key: torch.Tensor, positions: t
 
     keys = torch.arange(key.shape[2])
     blocks = []
-    for start in range(0, query.shape[2], ROW_BLOCK):
+    for start in range(0, max(query.shape[2], 1), ROW_BLOCK):  # no rows: one empty block, ``1 × 0 × keys``
         scores = torch.matmul(query[:, :, start : start + ROW_BLOCK, :], key.transpose(2, 3)).float().mul_(scale)
         scores.masked_fill_(keys[None, :] > positions[start : start + ROW_BLOCK, None], float("-inf"))
         blocks.append(torch.softmax(scores, dim=-1).mean(dim=1))
-    return torch.cat(blocks, dim=1) if blocks else query.new_zeros((1, 0, key.shape[2]), dtype=torch.float32)
+    return torch.cat(blocks, dim=1)
 
 
 def _register_implementation() -> None:
@@ -217,7 +217,8 @@ class TransformersAttention:
             for handle in handles:
                 handle.remove()
 
-    def _forward(self, input_ids: list[int], rows: slice, past: Any = None, *, use_cache: bool = True) -> tuple[np.ndarray, Any]:
+    def _forward(self, input_ids: list[int], rows: slice, past: Any = None, *,
+                 use_cache: bool = True) -> tuple[np.ndarray, Any]:
         """Attention of positions ``rows`` of this forward pass (heads and layers averaged), and the cache (None
         without ``use_cache``: a pass nothing follows keeps no keys and values)."""
         import torch
