@@ -155,10 +155,20 @@ def test_side_by_side_the_first_stages_calls_go_before_the_seconds():
     calls now go first while any wait; the second stage's take the slots it leaves free."""
     seen = InFlight()
 
-    def stage(name, n):
-        return lambda limit: map_bounded(lambda i: seen.call(name), list(range(n)), max_concurrency=limit, show_progress=False)
+    def first(limit):
+        return map_bounded(lambda i: seen.call("a"), list(range(16)), max_concurrency=limit, show_progress=False)
 
-    side_by_side(stage("a", 16), stage("b", 8), max_concurrency=2)
+    def second(limit):
+        def call(i):
+            seen.call("b")
+            # Its first two calls hold their slots until two of the first stage's calls wait for one (or as many as
+            # it has left): on a loaded machine the first stage's threads may queue after they end.
+            deadline = time.monotonic() + 30
+            while i < 2 and limit.waiting < min(2, 16 - seen.order.count("a")) and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return map_bounded(call, list(range(8)), max_concurrency=limit, show_progress=False)
+
+    side_by_side(first, second, max_concurrency=2)
     last_a = len(seen.order) - 1 - seen.order[::-1].index("a")
     assert seen.order[:last_a].count("b") <= 2  # only what it took before the first stage's calls queued
     assert seen.order.count("b") == 8 and seen.most == 2
