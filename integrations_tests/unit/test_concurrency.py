@@ -161,8 +161,8 @@ def test_side_by_side_the_first_stages_calls_go_before_the_seconds():
     def second(limit):
         def call(i):
             seen.call("b")
-            # Its first two calls hold their slots until two of the first stage's calls wait for one (or as many as
-            # it has left): on a loaded machine the first stage's threads may queue after they end.
+            # This stage's thread starts first; its first two calls hold their slots until two of the first stage's
+            # calls wait (or all it has left), so a loaded machine's late first-stage threads cannot race them.
             deadline = time.monotonic() + 30
             while i < 2 and limit.waiting < min(2, 16 - seen.order.count("a")) and time.monotonic() < deadline:
                 time.sleep(0.001)
