@@ -6,7 +6,10 @@ reply of ``--reply-tokens`` (sentences of those passages as summary points, so e
 to), and scores the edges. Each setting runs in a process of its own, so its peak RSS is its own. Run it on an
 idle machine for the seconds; the memory does not depend on the load.
 
-Usage: benchmarks/bench_attention_memory.py [--prompt-tokens 8000] [--reply-tokens 2000] [--row-block 64,100000]
+Usage: benchmarks/bench_attention_memory.py [--prompt-tokens 8000] [--reply-tokens 2000] [--blocks 256:100000,256:1024]
+
+``--blocks`` lists settings as ``ROW_BLOCK:MLP_BLOCK`` (100000: every row, or every position, at once). Rows append
+to ``--out``/attention_memory.jsonl with their edges; the table compares this run's rows with its first.
 """
 
 from __future__ import annotations
@@ -49,12 +52,13 @@ def exchange(prompt_tokens: int, reply_tokens: int) -> tuple[str, str, list[str]
     return prompt, "".join(prompts.bullet(t) for t in outputs), inputs, outputs
 
 
-def child(row_block: int, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
-    """One setting in this process: load, score the edges, report."""
-    from llama_index_garlic import attention
+def child(blocks: str, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
+    """One setting (``ROW_BLOCK:MLP_BLOCK``) in this process: load, score the edges, report."""
+    from llama_index_garlic import attention, position_blocks
     from llama_index_garlic.attention import TransformersAttention
 
-    attention.ROW_BLOCK = row_block
+    row_block, mlp_block = (int(v) for v in blocks.split(":"))
+    attention.ROW_BLOCK, position_blocks.MLP_BLOCK = row_block, mlp_block
     prompt, reply, inputs, outputs = exchange(prompt_tokens, reply_tokens)
     model = TransformersAttention.from_pretrained("default")
     loaded_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
@@ -63,7 +67,7 @@ def child(row_block: int, prompt_tokens: int, reply_tokens: int) -> dict[str, An
     seconds = time.perf_counter() - started
     if edges is None:
         raise RuntimeError("the exchange's texts could not be located")
-    return {"row_block": row_block, "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
+    return {"row_block": row_block, "mlp_block": mlp_block, "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
             "seconds": round(seconds, 1), "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
             "loaded_rss_gb": round(loaded_gb, 2), "strongest_input": edges.argmax(axis=1).tolist(),
             "edges": edges.tolist()}
@@ -73,34 +77,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompt-tokens", type=int, default=8000)
     parser.add_argument("--reply-tokens", type=int, default=2000)
-    parser.add_argument("--row-block", default="64,100000", help="ROW_BLOCK values (100000: every row at once)")
+    parser.add_argument("--blocks", default="256:100000,256:1024", help="ROW_BLOCK:MLP_BLOCK settings (100000: all at once)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/attention_memory"))
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child, args.prompt_tokens, args.reply_tokens)))
         return
     rows = []
-    for block in (int(v) for v in args.row_block.split(",")):
-        rows.append(row_of_child(__file__, str(block), "--prompt-tokens", str(args.prompt_tokens),
+    for blocks in args.blocks.split(","):
+        rows.append(row_of_child(__file__, blocks, "--prompt-tokens", str(args.prompt_tokens),
                                  "--reply-tokens", str(args.reply_tokens)))
-        print(f"row_block={block}: {rows[-1]['peak_rss_gb']} GB, {rows[-1]['seconds']} s", flush=True)
+        print(f"{blocks}: {rows[-1]['peak_rss_gb']} GB, {rows[-1]['seconds']} s", flush=True)
     import numpy as np
 
     first = np.asarray(rows[0]["edges"])
-    lines = ["| ROW_BLOCK | tokens | inputs × outputs | seconds | RSS loaded | peak RSS | max edge change vs first row | same strongest input |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| ROW_BLOCK | MLP_BLOCK | tokens | inputs × outputs | seconds | RSS loaded | peak RSS | max edge change vs first row | same strongest input |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         change = float(np.max(np.abs(np.asarray(row["edges"]) - first) / np.maximum(np.abs(first), 1e-12)))
         same = sum(a == b for a, b in zip(row["strongest_input"], rows[0]["strongest_input"], strict=True))
-        lines.append(f"| {row['row_block']} | {row['tokens']} | {row['inputs']} × {row['outputs']} | {row['seconds']} | "
+        lines.append(f"| {row['row_block']} | {row['mlp_block']} | {row['tokens']} | {row['inputs']} × {row['outputs']} | {row['seconds']} | "
                      f"{row['loaded_rss_gb']} GB | {row['peak_rss_gb']} GB | {change:.1e} | {same}/{row['outputs']} |")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "attention_memory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with (args.out / "attention_memory.jsonl").open("a") as out:
+        out.writelines(json.dumps(r) + "\n" for r in rows)
     header = (f"Attention edges of the embedded default (`default`, bfloat16 weights, float32 products) over Table 4's "
               f"prompt of ~{args.prompt_tokens} tokens and a reply of ~{args.reply_tokens}; 2Wiki's pooled corpus; this "
               "2-core machine.\n\n")
-    (args.out / "attention_memory.md").write_text(header + "\n".join(lines) + "\n")
+    print(header, end="")
     print("\n".join(lines))
 
 

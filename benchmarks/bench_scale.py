@@ -17,7 +17,9 @@ Each build runs in its own process (the host in this one, so its CPU is not coun
 
 Then the growth exponent of calls and CPU-side seconds between the two largest sizes run at one delay
 (target ≤ 1.1) and a log-log plot. ``--malformed 0.25`` cuts a quarter of the host's JSON replies in
-half (a small model's replies that do not parse: target ≥ 65 % of the slots busy). Results append to
+half (a small model's replies that do not parse: target ≥ 65 % of the slots busy). ``garlic+attention`` builds
+GARLIC with its edges weighted by the embedded default's attention model (``attention_model="default"``, as a
+``llamacpp:`` build has them; the stand-in's replies are the exchanges it reads): issue 41's peak RSS. Results append to
 ``--out``/scale.jsonl as each build finishes, so an interrupted run resumes.
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 250,1000,6000] [--methods raptor,sirerag,k2rag,garlic,hirag]
@@ -58,8 +60,11 @@ def child(method_name: str, size: int, url: str, folder: str) -> dict[str, Any]:
     from multihop_rag.method import Models
 
     passages = load_documents(data_dir() / CORPUS[0] / CORPUS[1])[:size]
-    method = registry.get(method_name)
+    name, _, attention = method_name.partition("+")
+    method = registry.get(name)
     config = method.config_class()
+    if attention:  # garlic+attention: edges weighted by the embedded default's attention, as a llamacpp build's
+        config = config.model_copy(update={"attention_model": "default"})
     models = Models.from_specs(f"openai:stand-in@{url}", "st:default")
     models.embed.get_text_embedding("warm up")  # the embedder's load is not the build's
     estimate = method.estimate(passages, models, config) if hasattr(method, "estimate") else None

@@ -8,11 +8,12 @@ tokens for an edge, the appended node's for a search step — :data:`ROW_BLOCK` 
 over heads at once; a hook sums them over layers. The edges' pass keeps no keys and values (nothing follows
 it). The decoder runs without its language-model head (GARLIC reads no logits). The weights load in bfloat16
 (``dtype=``) and every product is computed in float32 (:mod:`~llama_index_garlic.float32_compute`: bfloat16
-products are several times slower on a CPU without bfloat16 instructions): the 1.5B's edges over a
-10,520-token exchange (an 8K-token prompt, a 2K-token reply) then peak at 5.0 GB of RSS, its weights mapped
-from the folder a GGUF is unpacked into once (6.8 GB with every row at once and the cache kept, 9.6 GB with
-float32 weights unpacked at load, 17.6 GB with eager attention and full logits), and match float32 weights'
-edges within 0.1 % (the same strongest input for every output).
+products are several times slower on a CPU without bfloat16 instructions), and each layer's MLP runs a block of
+positions at a time (:mod:`~llama_index_garlic.position_blocks`): the 1.5B's edges over a 10,520-token exchange
+(an 8K-token prompt, a 2K-token reply) then peak at 4.3 GB of RSS, its weights mapped from the folder a GGUF is
+unpacked into once (5.0 GB with the MLPs over every position at once, 6.8 GB also with every row at once and the
+cache kept, 9.6 GB with float32 weights unpacked at load, 17.6 GB with eager attention and full logits), and match
+float32 weights' edges within 0.1 % (the same strongest input for every output).
 
 - :meth:`TransformersAttention.summary_edges`: teacher-forces the summarization prompt and the
   LLM's reply, and averages the attention from each output IP's tokens to each input node's tokens
@@ -173,6 +174,7 @@ class TransformersAttention:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from llama_index_garlic.float32_compute import compute_in_float32
+        from llama_index_garlic.position_blocks import mlps_in_blocks
 
         _register_implementation()
 
@@ -192,6 +194,7 @@ class TransformersAttention:
         model = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation=IMPLEMENTATION,
                                                      dtype=getattr(torch, dtype), local_files_only=True)
         compute_in_float32(model.get_decoder())
+        mlps_in_blocks(model.get_decoder())
         return cls(model, tokenizer, name=name)
 
     # ---- attention capture ----

@@ -41,7 +41,8 @@ class GarlicConfig(BaseModel):
         "search). Ours, False: the query–node similarity alone, Table 2's 'w/o attention search'; on HotpotQA dev "
         "101–120 (pool of 199 passages) the 1.5B's attention search reached a chunk in 5 of 20 searches, this one in 13, "
         "F1 0.241 against 0.207 (3 questions better, none worse), 140 s a question against 186 and half the memory "
-        "(the attention model is then read by builds only; issue 41).",
+        "(the command line's attention_model=auto then loads no attention model: only this search reads the edges' "
+        "weights; issue 41).",
     )
     embedding_search: bool = Field(True, description="Add query–node embedding similarity (Table 2: 'w/o embedding similarity search').")
     kv_cache: bool = Field(True, description="Reuse the attention model's KV cache across search steps (Appendix C).")

@@ -33,8 +33,9 @@ class GarlicSettings(GarlicConfig):
 
     attention_model: str = Field(
         "auto",
-        description="auto: the llamacpp LLM's own GGUF through transformers (none for a served model); none: "
-        "embedding mode; or a GGUF file / Hugging Face model folder.",
+        description="auto: the llamacpp LLM's own GGUF through transformers when the attention search reads the "
+        "edges (attention_search=true, the paper's), else none; none for a served model; none: embedding mode; or a "
+        "GGUF file / Hugging Face model folder.",
     )
 
     def graph_config(self) -> GarlicConfig:
@@ -49,12 +50,14 @@ def _attention(spec: str) -> AttentionModel | None:
 
 
 def attention_source(settings: GarlicSettings, llm_spec: str) -> str | None:
-    """Where the attention model of ``settings.attention_model`` loads from for an LLM spec (``auto``:
-    the llamacpp LLM's own GGUF), or None for embedding mode."""
+    """Where the attention model of ``settings.attention_model`` loads from for an LLM spec, or None for
+    embedding edges. ``auto``: the llamacpp LLM's own GGUF when the search reads attention — only
+    ``attention_search`` (§3.2.2's z = Eᵀa) reads the edges' weights, so without it a build's attention passes
+    (70–80 % of a build on the 1.5B, docs/methods.md) would change no answer."""
     option = settings.attention_model
     if option == "auto":
         kind, _, name = llm_spec.partition(":")
-        return name if kind == "llamacpp" else None
+        return name if kind == "llamacpp" and settings.attention_search else None
     return None if option == "none" else option
 
 

@@ -498,6 +498,18 @@ def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
         TransformersAttention.from_pretrained("default")
 
 
+def test_auto_weights_edges_by_attention_only_for_a_search_that_reads_them():
+    """Only the attention search (§3.2.2's z = Eᵀa) reads the edges' weights; with the default search (query–node
+    similarity) a llamacpp build's attention passes — 70–80 % of a build on the 1.5B — changed no answer."""
+    from llama_index_garlic.method import GarlicSettings, attention_source
+
+    assert attention_source(GarlicSettings(), "llamacpp:default") is None
+    assert attention_source(GarlicSettings(attention_search=True), "llamacpp:default") == "default"
+    assert attention_source(GarlicSettings(attention_search=True), "ollama:qwen2.5:7b") is None  # a served model: no weights here
+    assert attention_source(GarlicSettings(attention_model="/m/q.gguf"), "llamacpp:default") == "/m/q.gguf"  # asked for: kept
+    assert attention_source(GarlicSettings(attention_search=True, attention_model="none"), "llamacpp:default") is None
+
+
 def test_search_budget_leaves_a_margin_of_the_llms_context():
     # tiktoken counts; Qwen2.5 counted 3.5% more and the 8,192 window overflowed: keep 10% free
     assert GarlicConfig().search_budget(8192) == int(8192 * 0.9) - 256
@@ -868,6 +880,40 @@ def test_linear_layers_keep_bfloat16_weights_and_multiply_in_float32():
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, exact(x.to(torch.bfloat16).float()))
     assert compute_in_float32(model) == 0  # nothing left to replace
+
+
+def test_a_decoders_mlps_run_a_block_of_positions_at_a_time_with_the_same_output(monkeypatch):
+    """Over a 10,520-token exchange the 1.5B's MLP held 1.1 GB of float32 activations at once; in blocks of
+    positions it holds a block's share, the decoder's output (a tiny Qwen2 here) and its weights' names unchanged."""
+    import torch
+    from transformers import Qwen2Config, Qwen2Model
+
+    from llama_index_garlic import position_blocks
+    from llama_index_garlic.position_blocks import InBlocks, mlps_in_blocks
+
+    torch.manual_seed(0)
+    decoder = Qwen2Model(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
+                                     num_attention_heads=2, num_key_value_heads=1)).eval()
+    ids = torch.randint(0, 64, (1, 11))
+    names = list(decoder.state_dict())
+    with torch.no_grad():
+        whole = decoder(input_ids=ids).last_hidden_state
+
+    monkeypatch.setattr(position_blocks, "MLP_BLOCK", 4)
+    assert mlps_in_blocks(decoder) == 2
+    assert mlps_in_blocks(decoder) == 0  # nothing left to change
+    assert list(decoder.state_dict()) == names
+    positions_at_once: list[int] = []
+    for layer in decoder.layers:
+        assert isinstance(layer.mlp.forward, InBlocks) and layer.mlp.forward.block == 4
+        layer.mlp.gate_proj.register_forward_hook(lambda _m, args, _out: positions_at_once.append(args[0].shape[1]))
+    with torch.no_grad():
+        blocked = decoder(input_ids=ids).last_hidden_state
+
+    assert positions_at_once == [4, 4, 3] * 2
+    torch.testing.assert_close(blocked, whole)
+    with pytest.raises(ValueError, match="at least one position"):
+        InBlocks(torch.nn.Identity(), 0)
 
 
 # ---- a GGUF's weights unpacked once ------------------------------------------------------------
