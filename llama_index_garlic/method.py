@@ -33,9 +33,9 @@ class GarlicSettings(GarlicConfig):
 
     attention_model: str = Field(
         "auto",
-        description="auto: the llamacpp LLM's own GGUF through transformers when the attention search reads the "
-        "edges (attention_search=true, the paper's), else none; none for a served model; none: embedding mode; or a "
-        "GGUF file / Hugging Face model folder.",
+        description="auto: with attention_search=true (the paper's search, the only reader of the edges' weights) "
+        "the llamacpp LLM's own GGUF through transformers, else (and for a served model) none; none: embedding "
+        "edges; or a GGUF file / Hugging Face model folder.",
     )
 
     def graph_config(self) -> GarlicConfig:
