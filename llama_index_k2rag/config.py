@@ -22,7 +22,10 @@ class K2RAGConfig(BaseModel):
     similarity_top_k: int = Field(10, description="k of eq. (3) (§3.1.3: 10).")
     candidates: int = Field(50, description="Chunks each store proposes before eq. (4) rescoring picks the top k.")
     min_summary_tokens: int = Field(
-        128, description="Documents shorter than this are indexed as they are: a summary would not shorten them."
+        128,
+        description="Documents shorter than this are indexed as they are: a summary would not shorten them. Ours, "
+        "128 (Algorithm 1 summarizes every document): at 300, one graph chunk, HotpotQA dev 101–120 gave support@10 "
+        "1.000 against 0.775 but F1 0.392 against 0.557 (6 answers worse, none better): the 1.5B reads summaries better.",
     )
     retrieve_for_question: bool = Field(
         True,
