@@ -303,7 +303,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         return f"K2RAGIndex({len(self.documents)} documents, {len(self.sparse or [])} chunks, kg={getattr(self.kg, 'name', None)})"
 
     def stats(self) -> dict[str, Any]:
-        """Summary reduction, chunk counts, KG triples, time and calls by build stage, the last update, the cache."""
+        """Summary reduction, chunk counts, KG triples and extracted lines skipped, time and calls by build stage, the last update, the cache."""
         before = sum(count_tokens(i["text"]) for i in self.documents.values())
         after = sum(count_tokens(i["summary"]) for i in self.documents.values())
         return {
@@ -316,6 +316,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             "kg_chunks": sum(len(i["kg_chunks"]) for i in self.documents.values()),
             "kg": getattr(self.kg, "name", None),
             "kg_triples": self.kg.triples() if self.kg is not None and hasattr(self.kg, "triples") else None,
+            "kg_lines_skipped": self.kg.skipped_lines() if isinstance(self.kg, PropertyGraphKG) else None,
             "pool_size": sum(len(i["chunks"]) for i in self.documents.values()),
             "llm": (self.llm.usage + self._llm_before).as_dict(),
             "stages": self._stages.figures,

@@ -690,3 +690,57 @@ def test_the_graphs_last_batches_halve_down_to_one_round_of_calls():
     assert [len(b) for b in graph_batches(list(range(20)), size=32, last=4)] == [10, 5, 4, 1]
     assert [len(b) for b in graph_batches(list(range(3)), size=32, last=1)] == [1, 1, 1]
     assert graph_batches([], size=32, last=4) == []
+
+
+# --- triples a small model writes loosely are repaired, the rest skipped and counted ----------------
+
+
+def test_triple_lines_with_commas_or_parentheses_in_a_field_are_kept_whole():
+    from llama_index_k2rag.triples import TripleParser
+
+    parse = TripleParser()
+    reply = "\n".join([
+        "(Hollowick, formed in, Oshawa, Ontario)",  # LlamaIndex's parser: four fields, dropped
+        "(Christopher Walken, has appeared in, Annie Hall (1977))",  # LlamaIndex's: object "Annie hall (1977"
+        'Carroll County Bank, is, "built in 1907")',  # its opening parenthesis missing
+        "(Nobel Prize, produces, \"in the, field, of, literature\")",  # commas inside quotes
+        "(Kesh Bridge, designed by, Tomas Halvard)",
+    ])
+    assert parse(reply) == [
+        ("Hollowick", "Formed in", "Oshawa, ontario"),
+        ("Christopher walken", "Has appeared in", "Annie hall (1977)"),
+        ("Carroll county bank", "Is", "Built in 1907"),
+        ("Nobel prize", "Produces", "In the, field, of, literature"),
+        ("Kesh bridge", "Designed by", "Tomas halvard"),
+    ]
+    assert sum(parse.skipped.values()) == 0
+
+
+def test_lines_that_are_not_triples_are_skipped_and_counted_never_kept_as_fragments():
+    from llama_index_k2rag.triples import TripleParser
+
+    parse = TripleParser()
+    reply = "\n".join([
+        "(Kesh Bridge, designed by, Tomas Halvard)",
+        "(Cyrtandra, many species are rare)",  # two fields
+        "(Miami Marlins, became an expansion team in, )",  # an empty field
+        "(Marie Antoinette syndrome, is named after, " + "the observation " * 10 + ")",  # past 128 bytes
+        "Triplets:",  # no triple at all
+        "(Miracle, is, the",  # a reply cut at its token cap
+    ])
+    assert parse(reply) == [("Kesh bridge", "Designed by", "Tomas halvard")]
+    assert parse.skipped == {"not a triple": 2, "empty field": 1, "field too long": 1, "unclosed": 1}
+
+
+def test_the_graph_keeps_repaired_triples_and_reports_the_skipped_lines(caplog):
+    from llama_index_k2rag import PropertyGraphKG
+
+    def extractor(prompt: str) -> str:
+        return "(Hollowick, formed in, Oshawa, Ontario)\n(Hollowick, a band)\n(Hollowick, is, band)"
+
+    chunks = [TextNode(text="Hollowick is a band formed in Oshawa, Ontario.", id_="c0")]
+    with caplog.at_level("WARNING"):
+        kg = PropertyGraphKG.build(chunks, ScriptedLLM(extractor), HashEmbedding(dim=16), show_progress=False)
+    assert kg.triples() == 2
+    assert kg.skipped_lines() == {"not a triple": 1}
+    assert "1 extracted line was not a triple" in caplog.text
