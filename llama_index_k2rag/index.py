@@ -272,7 +272,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             return
         if self.kg is None:
             if self._kg_spec == "property":
-                options = {"max_paths_per_chunk": self.config.max_kg_paths_per_chunk, **self._kg_options}
+                options = {"max_paths_per_chunk": self.config.max_kg_paths_per_chunk,
+                           "entity_linking": self.config.kg_entity_linking, **self._kg_options}
                 self.kg = PropertyGraphKG.build(fresh, self.llm, self.embed_model, max_concurrency=self.max_concurrency,
                                                 show_progress=self._show_progress, **options)
             elif self._kg_spec == "graphrag":
@@ -356,6 +357,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 retrieve_for_question=self.config.retrieve_for_question,
                 kg_step=self.config.kg_step,
                 sub_answer_sees_question=self.config.sub_answer_sees_question,
+                reader_tokens=self.config.reader_tokens,
             )
         if pipeline == "kg":
             return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)
@@ -410,7 +412,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         kg: KnowledgeGraph | None = None
         if manifest["kg"] == "property":
             kg = PropertyGraphKG.load(folder / "kg", llm, embed_model, max_paths_per_chunk=config.max_kg_paths_per_chunk,
-                                      max_concurrency=max_concurrency or default_concurrency(llm))
+                                      max_concurrency=max_concurrency or default_concurrency(llm),
+                                      entity_linking=config.kg_entity_linking)
         elif manifest["kg"] == "graphrag":
             kg = _graphrag(llm, embed_model, folder=folder / "kg")
         index = cls(llm=llm, embed_model=embed_model, config=config,

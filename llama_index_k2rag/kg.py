@@ -16,18 +16,20 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.graph_stores import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, EntityNode, LabelledNode
-from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
+from llama_index.core.indices.property_graph import LLMSynonymRetriever, PGRetriever, SimpleLLMPathExtractor
 from llama_index.core.llms.llm import LLM
+from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 from pydantic import Field, PrivateAttr
 from tqdm.auto import tqdm
 
+from llama_index_k2rag.question_entities import QuestionEntityRetriever
 from llama_index_k2rag.triples import TripleParser
 from multihop_rag.llm.aio import call_sync, run_sync
 
@@ -35,6 +37,11 @@ __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG", "graph_batches
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+EntityLinking = Literal["llm", "question", "both"]
+"""How a question finds its entities in the graph: the LLM's synonyms (LlamaIndex's default), the entities the
+question names (:class:`~llama_index_k2rag.question_entities.QuestionEntityRetriever`, no call), or both; the
+embedding-nearest entities are looked up in every case."""
 
 
 @runtime_checkable
@@ -143,11 +150,14 @@ class PropertyGraphKG:
 
     name = "property"
 
-    def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor | None = None) -> None:
-        """``extractor``: how new chunks' triples are extracted (default: up to 10 paths a chunk, one call at a time)."""
+    def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor | None = None,
+                 entity_linking: EntityLinking = "llm") -> None:
+        """``extractor``: how new chunks' triples are extracted (default: up to 10 paths a chunk, one call at a time);
+        ``entity_linking``: how a question finds its entities (:data:`EntityLinking`)."""
         self.index = index
         self.llm = llm
         self.extractor = extractor or _extractor(llm, max_paths_per_chunk=10, max_concurrency=1)
+        self.entity_linking = entity_linking
 
     @classmethod
     def build(
@@ -158,13 +168,14 @@ class PropertyGraphKG:
         *,
         max_paths_per_chunk: int = 10,
         max_concurrency: int = 1,
+        entity_linking: EntityLinking = "llm",
         show_progress: bool = True,
     ) -> PropertyGraphKG:
         """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once."""
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
         index = call_sync(PropertyGraphIndex, nodes=[], llm=llm, kg_extractors=[_Extracted()], embed_model=embed_model,
                           property_graph_store=_GraphStore())
-        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency))
+        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency), entity_linking)
         graph.add(nodes, show_progress=show_progress)
         return graph
 
@@ -231,24 +242,35 @@ class PropertyGraphKG:
         return len(graph.triplets) if graph is not None else 0
 
     def query(self, question: str) -> str:
-        return str(self.index.as_query_engine(llm=self.llm, include_text=True).query(question))
+        return str(RetrieverQueryEngine.from_args(self._retriever(), llm=self.llm).query(question))
 
     def context(self, question: str) -> str:
         """What :meth:`query`'s answer is written from: each retrieved path group with its chunk's text."""
-        hits = self.index.as_retriever(include_text=True).retrieve(question)
+        hits = self._retriever().retrieve(question)
         return "\n\n".join(hit.node.get_content() for hit in hits)
+
+    def _retriever(self) -> PGRetriever:
+        """LlamaIndex's retriever over the graph (LLM synonyms and embedding-nearest entities), its synonym step
+        replaced or joined as ``entity_linking`` says."""
+        default = self.index.as_retriever(include_text=True)
+        assert isinstance(default, PGRetriever)
+        if self.entity_linking == "llm":
+            return default
+        named = QuestionEntityRetriever(self.index.property_graph_store, include_text=True)
+        kept = [r for r in default.sub_retrievers if self.entity_linking == "both" or not isinstance(r, LLMSynonymRetriever)]
+        return PGRetriever([named, *kept], use_async=default.use_async)
 
     def persist(self, folder: str | Path) -> None:
         self.index.storage_context.persist(persist_dir=str(folder))
 
     @classmethod
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
-             max_concurrency: int = 1) -> PropertyGraphKG:
+             max_concurrency: int = 1, entity_linking: EntityLinking = "llm") -> PropertyGraphKG:
         storage = StorageContext.from_defaults(persist_dir=str(folder), property_graph_store=_GraphStore.from_persist_dir(str(folder)))
         index = load_index_from_storage(storage, llm=llm, embed_model=embed_model, kg_extractors=[_Extracted()])
         if not isinstance(index, PropertyGraphIndex):
             raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
-        return cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency))
+        return cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency), entity_linking)
 
 
 def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:

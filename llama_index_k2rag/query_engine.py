@@ -8,7 +8,8 @@ C. the summary is split into chunks of 128 tokens, overlap 10 (eq. 1), and the L
 D. each sub-question retrieves the top-k chunks with the hybrid retriever (λ = 0.8, k = 10) and
    the LLM answers it from them (Answer Generation prompt); each sub-answer is summarized, and
    their concatenation is summarized again;
-E. the final answer comes from the KG summary plus the sub-answer summary (Answer Generation prompt).
+E. the final answer comes from the KG summary plus the sub-answer summary (Answer Generation prompt) and, with
+   ``reader_tokens`` (ours), the question's own chunks in rank order within that many tokens.
 
 Where the paper disagrees with itself, this follows the prose of §3.1.3: step C splits the KG
 *summary* (Algorithm 2 line 12 says the raw KG output) and step D answers the *sub-question*
@@ -35,6 +36,7 @@ from llama_index_k2rag import prompts
 from llama_index_k2rag.hybrid import HybridRetriever
 from llama_index_k2rag.kg import KnowledgeGraph
 from llama_index_k2rag.summarizers import Summarizer
+from multihop_rag.frameworks.llama_index import TokenBudget
 from multihop_rag.indexing.text import chunk_tokens
 
 __all__ = ["K2RAGQueryEngine", "NaiveQueryEngine", "PIPELINES"]
@@ -69,6 +71,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
     kg_step: Literal["answer", "context"] = Field(
         "context", description="Step A hands on the graph's 'answer' (Algorithm 2) or its 'context' (evidence).")
     sub_answer_sees_question: bool = Field(False, description="Answer each sub-question with the user's question in view.")
+    reader_tokens: int = Field(0, description="Step E also reads the question's own chunks within this many tokens (0: Algorithm 2).")
 
     def custom_query(self, query_str: str) -> Response:
         kg: KnowledgeGraph = self.kg
@@ -85,9 +88,12 @@ class K2RAGQueryEngine(CustomQueryEngine):
         started = time.perf_counter()
         chunks = chunk_tokens(kg_summary, self.result_chunk_size, self.result_chunk_overlap) if kg_summary else []
         sub_questions, sub_answers, sources = [], [], {}
+        question_hits: list[NodeWithScore] = []
         written = (_one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
         for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
             hits = self.retriever.retrieve(sub_question)
+            if sub_question == query_str:
+                question_hits = hits
             if self.sub_answer_sees_question and sub_question != query_str:
                 prompt = prompts.SUB_ANSWER.format(context=_context(hits), question=sub_question, main_question=query_str)
             else:
@@ -101,6 +107,11 @@ class K2RAGQueryEngine(CustomQueryEngine):
         started = time.perf_counter()
         sub_summary = summarizer.summarize(" ".join(sub_answers)) if sub_answers else ""
         context = "\n".join(part for part in (kg_summary, sub_summary) if part)
+        read: list[NodeWithScore] = []
+        if self.reader_tokens:
+            read = TokenBudget(tokens=self.reader_tokens).postprocess_nodes(question_hits or self.retriever.retrieve(query_str))
+            sources.update({h.node.node_id: h for h in read if h.node.node_id not in sources})
+            context = "\n\n".join(part for part in (context, _context(read)) if part)
         final = self.llm.complete(prompts.ANSWER.format(context=context, question=query_str)).text.strip()
         timings["answer"] = time.perf_counter() - started
         return Response(
@@ -112,6 +123,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
                 "sub_questions": sub_questions,
                 "sub_answers": sub_answers,
                 "sub_answer_summary": sub_summary,
+                "read": [h.node.node_id for h in read],
                 "timings": timings,
             },
         )

@@ -30,8 +30,8 @@ class TripleParser:
 
     def __call__(self, reply: str) -> list[tuple[str, str, str]]:
         triples = []
-        for line in reply.splitlines():
-            triple_or_reason = _triple(line.strip())
+        for line in reply.split("\n"):
+            triple_or_reason = _triple(" ".join(line.split()))  # a carriage return or U+2028 inside: a space
             if isinstance(triple_or_reason, tuple):
                 triples.append(triple_or_reason)
             elif triple_or_reason:

@@ -24,7 +24,7 @@ from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field, create_model
 
 from llama_index_sirerag import prompts
-from multihop_rag.indexing.text import count_tokens
+from multihop_rag.indexing.text import count_tokens, written_as_name
 from multihop_rag.llm.concurrency import CallLimit, map_bounded
 from multihop_rag.llm.structured import StructuredStats, generate_json
 
@@ -169,7 +169,7 @@ def filter_entities(
     entities). ``max_chunk_share``: drop a hub, an entity mentioned in more than this share of the chunks that
     have propositions (and in at least :data:`HUB_FLOOR`), whose aggregates gather unrelated propositions."""
     def named(name: str) -> bool:
-        return not drop_common_nouns or any(c.isupper() or c.isdigit() for c in name)
+        return not drop_common_nouns or written_as_name(name)
 
     hubs: set[str] = set()
     if max_chunk_share is not None:

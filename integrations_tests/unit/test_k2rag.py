@@ -744,3 +744,61 @@ def test_the_graph_keeps_repaired_triples_and_reports_the_skipped_lines(caplog):
     assert kg.triples() == 2
     assert kg.skipped_lines() == {"not a triple": 1}
     assert "1 extracted line was not a triple" in caplog.text
+
+
+# --- the graph finds the entities the question names, without the LLM's synonyms --------------------
+
+
+def test_the_entities_a_question_names_are_found_by_their_words_the_longest_where_names_overlap():
+    from llama_index_k2rag.question_entities import named_entities
+
+    names = ["American bulldog", "French bulldog", "Bulldog", "The", "Peter pan live!", "Dunmere", "Standard"]
+    question = 'Which Bulldog includes breeds such as "Standard", the French Bulldog or the American Bulldog?'
+    assert named_entities(question, names) == ["Bulldog", "Standard", "French bulldog", "American bulldog"]
+    assert named_entities("The actor who played Hook in Peter Pan Live! won for which film?", names) == ["Peter pan live!"]
+    assert named_entities("Where is it?", names) == []
+    assert named_entities("Which bulldog is older?", names) == []  # a common noun, as the question writes it
+
+
+def _misleading_synonyms(prompt: str) -> str:
+    if "synonyms" in prompt:
+        return "Harvard University^Harvard University"  # a small model's synonyms: none of the question's entities
+    return _extractor_llm(prompt)
+
+
+@pytest.mark.parametrize("linking, synonym_calls", [("llm", 1), ("question", 0), ("both", 1)])
+def test_the_graph_context_holds_the_named_entitys_triples_and_asks_for_synonyms_only_if_told(linking, synonym_calls):
+    llm = ScriptedLLM(_misleading_synonyms)
+    index = build(llm=llm, kg="property", config=K2RAGConfig(kg_entity_linking=linking))
+    assert index.kg.entity_linking == linking
+    before = len(llm.prompts)
+    context = index.kg.context("Where was Tomas Halvard born?").lower()
+    assert "tomas halvard -> born in -> dunmere" in context
+    assert sum("synonyms" in p for p in llm.prompts[before:]) == synonym_calls
+
+
+def test_the_entity_linking_survives_a_reload(tmp_path):
+    llm = ScriptedLLM(_misleading_synonyms)
+    build(llm=llm, kg="property", config=K2RAGConfig(kg_entity_linking="question"), persist_dir=tmp_path)
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
+    assert loaded.kg.entity_linking == "question"
+
+
+@pytest.mark.parametrize("retrieve_for_question", [True, False])
+def test_the_final_answer_reads_the_questions_own_chunks_within_reader_tokens(retrieve_for_question):
+    from llama_index.core.schema import MetadataMode
+
+    question = "Where was the designer of the Kesh Bridge born?"
+    config = K2RAGConfig(retrieve_for_question=retrieve_for_question)
+    paper_llm = ScriptedLLM(respond)
+    index = build(llm=paper_llm, kg=FakeKG("Tomas Halvard"), config=config)
+    index.as_query_engine().query(question)
+    top = [h.node.get_content(metadata_mode=MetadataMode.LLM) for h in index.as_retriever().retrieve(question)]
+    assert not any(chunk in paper_llm.prompts[-1] for chunk in top)  # Algorithm 2: the two summaries only
+
+    llm = ScriptedLLM(respond)
+    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=config.model_copy(update={"reader_tokens": 20}))
+    response = index.as_query_engine().query(question)
+    assert top[0] in llm.prompts[-1] and top[1] not in llm.prompts[-1]  # 20 tokens: one chunk
+    assert response.metadata["read"] == [index.as_retriever().retrieve(question)[0].node.node_id]
+    assert len(llm.prompts) == len(paper_llm.prompts)  # no call more

@@ -15,7 +15,15 @@ from typing import Any
 
 import tiktoken
 
-__all__ = ["encoding", "count_tokens", "chunk_tokens", "eq1_chunk_count", "split_sentences", "complete_sentences"]
+__all__ = [
+    "encoding",
+    "count_tokens",
+    "chunk_tokens",
+    "eq1_chunk_count",
+    "split_sentences",
+    "complete_sentences",
+    "written_as_name",
+]
 
 
 @cache
@@ -102,3 +110,8 @@ def complete_sentences(text: str) -> str:
     limit (its unfinished sentence is a fragment). Empty when no sentence was finished."""
     ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     return text[: ends[-1]].strip() if ends else ""
+
+
+def written_as_name(text: str) -> bool:
+    """Whether ``text`` is written as a name is: with a capital letter or a digit ("Danish", "1999"; not "drummer")."""
+    return any(c.isupper() or c.isdigit() for c in text)
