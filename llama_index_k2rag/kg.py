@@ -11,6 +11,7 @@ the last batches halve down to one round of calls, so the one stored with no cal
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -37,6 +38,9 @@ __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG", "graph_batches
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+SKIPPED_FILE = "skipped_lines.json"
+"""Beside the persisted graph: the extractor's lines that were no triple, by reason (a reload reports them too)."""
 
 EntityLinking = Literal["llm", "question", "both"]
 """How a question finds its entities in the graph: the LLM's synonyms (LlamaIndex's default), the entities the
@@ -213,7 +217,7 @@ class PropertyGraphKG:
                 _warn_skipped(self.skipped_lines(), sum(self.skipped_lines().values()) - skipped_before)
 
     def skipped_lines(self) -> dict[str, int]:
-        """Lines of the extractor's replies that were no triple, by reason, since this graph was made or loaded."""
+        """Lines of the extractor's replies that were no triple, by reason, over every build and update."""
         parser = self.extractor.parse_fn
         return dict(parser.skipped) if isinstance(parser, TripleParser) else {}
 
@@ -262,6 +266,7 @@ class PropertyGraphKG:
 
     def persist(self, folder: str | Path) -> None:
         self.index.storage_context.persist(persist_dir=str(folder))
+        (Path(folder) / SKIPPED_FILE).write_text(json.dumps(self.skipped_lines()))
 
     @classmethod
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
@@ -270,7 +275,11 @@ class PropertyGraphKG:
         index = load_index_from_storage(storage, llm=llm, embed_model=embed_model, kg_extractors=[_Extracted()])
         if not isinstance(index, PropertyGraphIndex):
             raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
-        return cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency), entity_linking)
+        extractor = _extractor(llm, max_paths_per_chunk, max_concurrency)
+        skipped = Path(folder) / SKIPPED_FILE
+        if skipped.exists() and isinstance(extractor.parse_fn, TripleParser):
+            extractor.parse_fn.skipped.update(json.loads(skipped.read_text()))
+        return cls(index, llm, extractor, entity_linking)
 
 
 def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:

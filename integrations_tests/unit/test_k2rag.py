@@ -802,3 +802,16 @@ def test_the_final_answer_reads_the_questions_own_chunks_within_reader_tokens(re
     assert top[0] in llm.prompts[-1] and top[1] not in llm.prompts[-1]  # 20 tokens: one chunk
     assert response.metadata["read"] == [index.as_retriever().retrieve(question)[0].node.node_id]
     assert len(llm.prompts) == len(paper_llm.prompts)  # no call more
+
+
+def test_the_skipped_lines_count_survives_a_reload(tmp_path):
+    def extractor(prompt: str) -> str:
+        if "triplets" in prompt.lower():
+            return "(Tomas Halvard, born in, Dunmere)\n(Tomas Halvard, an engineer)\n(Dunmere, is"
+        return _extractor_llm(prompt)
+
+    llm = ScriptedLLM(extractor)
+    index = build(llm=llm, kg="property", persist_dir=tmp_path)
+    assert index.stats()["kg_lines_skipped"] == {"not a triple": 3, "unclosed": 3}
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
+    assert loaded.stats() == index.stats()
