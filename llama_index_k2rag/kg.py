@@ -192,7 +192,7 @@ class PropertyGraphKG:
         def extract(batch: list[TextNode]) -> list[BaseNode]:
             return list(run_sync(self.extractor.acall(batch)))
 
-        skipped_before = sum(self.skipped_lines().values())
+        skipped_before = self.skipped_lines()
         with tqdm(total=len(nodes), desc="K2RAG KG triples", disable=not show_progress) as bar:
             self.extractor.report_to(bar)
             self.extractor.stop(False)
@@ -214,7 +214,7 @@ class PropertyGraphKG:
                         raise
             finally:
                 self.extractor.report_to(None)
-                _warn_skipped(self.skipped_lines(), sum(self.skipped_lines().values()) - skipped_before)
+                _warn_skipped(skipped_before, self.skipped_lines())
 
     def skipped_lines(self) -> dict[str, int]:
         """Lines of the extractor's replies that were no triple, by reason, over every build and update."""
@@ -297,8 +297,9 @@ def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int) -> _Bou
     return _BoundedPathExtractor(llm=llm, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency)
 
 
-def _warn_skipped(skipped: dict[str, int], new: int) -> None:
+def _warn_skipped(before: dict[str, int], after: dict[str, int]) -> None:
+    new = sum(after.values()) - sum(before.values())
     if new:
-        reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(skipped.items()))
+        reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(after.items()))
         lines = "1 extracted line was not a triple" if new == 1 else f"{new} extracted lines were not triples"
         log.warning("K2RAG KG: %s; skipped (since the graph was made: %s)", lines, reasons)

@@ -50,6 +50,12 @@ def _context(hits: list[NodeWithScore]) -> str:
     return "\n\n".join(h.node.get_content(metadata_mode=MetadataMode.LLM) for h in hits)
 
 
+def _add_sources(sources: dict[str, NodeWithScore], hits: list[NodeWithScore]) -> None:
+    """Each hit once, at its first place."""
+    for hit in hits:
+        sources.setdefault(hit.node.node_id, hit)
+
+
 def _one_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[0] if lines else ""
@@ -87,7 +93,8 @@ class K2RAGQueryEngine(CustomQueryEngine):
 
         started = time.perf_counter()
         chunks = chunk_tokens(kg_summary, self.result_chunk_size, self.result_chunk_overlap) if kg_summary else []
-        sub_questions, sub_answers, sources = [], [], {}
+        sub_questions, sub_answers = [], []
+        sources: dict[str, NodeWithScore] = {}
         question_hits: list[NodeWithScore] = []
         written = (_one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
         for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
@@ -101,7 +108,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
             answer = self.llm.complete(prompt).text
             sub_questions.append(sub_question)
             sub_answers.append(summarizer.summarize(answer.strip()))
-            sources.update({h.node.node_id: h for h in hits if h.node.node_id not in sources})
+            _add_sources(sources, hits)
         timings["sub_questions"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -110,7 +117,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
         read: list[NodeWithScore] = []
         if self.reader_tokens:
             read = TokenBudget(tokens=self.reader_tokens).postprocess_nodes(question_hits or self.retriever.retrieve(query_str))
-            sources.update({h.node.node_id: h for h in read if h.node.node_id not in sources})
+            _add_sources(sources, read)
             context = "\n\n".join(part for part in (context, _context(read)) if part)
         final = self.llm.complete(prompts.ANSWER.format(context=context, question=query_str)).text.strip()
         timings["answer"] = time.perf_counter() - started
