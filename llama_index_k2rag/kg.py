@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from llama_index_k2rag.question_entities import QuestionEntityRetriever
 from llama_index_k2rag.triples import TripleParser
+from multihop_rag.indexing.persistence import write_atomic
 from multihop_rag.llm.aio import call_sync, run_sync
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG", "graph_batches"]
@@ -266,7 +267,7 @@ class PropertyGraphKG:
 
     def persist(self, folder: str | Path) -> None:
         self.index.storage_context.persist(persist_dir=str(folder))
-        (Path(folder) / SKIPPED_FILE).write_text(json.dumps(self.skipped_lines()))
+        write_atomic(Path(folder) / SKIPPED_FILE, json.dumps(self.skipped_lines()))
 
     @classmethod
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
