@@ -71,6 +71,7 @@ class ScriptedLLM(CustomLLM):
     script: Any = Field(default=None, exclude=True)
     _prompts: list[str] = PrivateAttr(default_factory=list)
     _kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _streamed: int = PrivateAttr(default=0)
 
     def __init__(self, script: Sequence[str] | Callable[[str], str], **kwargs: Any):
         super().__init__(script=list(script) if not callable(script) else script, **kwargs)
@@ -103,12 +104,22 @@ class ScriptedLLM(CustomLLM):
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
         return CompletionResponse(text=text, raw={"finish_reason": reason, "usage": usage})
 
+    @property
+    def streamed(self) -> int:
+        """Deltas that streamed replies handed out (a reader that stops early leaves the rest ungenerated)."""
+        return self._streamed
+
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        """The answer line by line, as a server streams it."""
         text = self.complete(prompt, **kwargs).text
 
         def gen() -> CompletionResponseGen:
-            yield CompletionResponse(text=text, delta=text)
+            so_far = ""
+            for delta in text.splitlines(keepends=True):
+                so_far += delta
+                self._streamed += 1
+                yield CompletionResponse(text=so_far, delta=delta)
 
         return gen()
 

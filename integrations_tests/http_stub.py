@@ -23,3 +23,18 @@ class JSONHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed build)
             pass
+
+    def _send_events(self, chunks: list[dict[str, Any]]) -> None:
+        """Server-sent events, as OpenAI-compatible servers stream: one ``data:`` line a chunk, then ``[DONE]``."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+            pass

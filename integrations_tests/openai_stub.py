@@ -23,7 +23,7 @@ from typing import Any
 from integrations_tests.http_stub import JSONHandler
 from multihop_rag.indexing.text import count_tokens
 
-__all__ = ["SlotServer", "stand_in_reply"]
+__all__ = ["SlotServer", "stand_in_reply", "stream_chunks"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _NAME = re.compile(r"\b[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*")
@@ -82,6 +82,22 @@ def stand_in_reply(prompt: str, schema: dict[str, Any] | None = None) -> str:
     return " ".join(_sentences(p)[0] for p in paragraphs[:8]) or "Unknown."
 
 
+def stream_chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """A reply as the chunks a streaming server sends: one a line, the finish reason on the last."""
+    choice = reply["choices"][0]
+    chat = "message" in choice
+    text = choice["message"]["content"] if chat else choice["text"]
+    lines = text.splitlines(keepends=True) or [""]
+    chunks = []
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        part = {"delta": {"content": line}} if chat else {"text": line}
+        chunks.append({"id": reply["id"], "object": "chat.completion.chunk" if chat else "text_completion",
+                       "created": 0, "model": reply["model"],
+                       "choices": [{"index": 0, **part, "finish_reason": choice["finish_reason"] if last else None}]})
+    return chunks
+
+
 class SlotServer:
     """``with SlotServer(slots=4, delay=0.5) as server: …`` — ``server.url`` ends in ``/v1``."""
 
@@ -113,7 +129,11 @@ class SlotServer:
                 if server.down:
                     self._send(503, {"error": {"message": "host down", "type": "server_error"}})
                     return
-                self._send(200, server.answer(self.path, body))
+                reply = server.answer(self.path, body)
+                if body.get("stream"):
+                    self._send_events(stream_chunks(reply))
+                else:
+                    self._send(200, reply)
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True

@@ -54,7 +54,12 @@ class K2RAGConfig(BaseModel):
         "answer reads the two summaries only). 700 (about naive RAG's five chunks) on HotpotQA dev 101–120: F1 0.433 "
         "against 0.557 (1 better, 3 worse): the 1.5B picks a wrong name from the raw chunks, so 0 stays.",
     )
-    max_kg_paths_per_chunk: int = Field(10, description="Triples the property-graph extractor keeps per chunk.")
+    max_kg_paths_per_chunk: int = Field(
+        10,
+        description="Triples the property-graph extractor asks for per chunk (LlamaIndex's 10), one a line; its reply is "
+        "stopped after this many lines (the 1.5B wrote up to 39). 6 on HotpotQA dev 101–120: 39 % fewer graph tokens but "
+        "F1 0.450 against 0.640 (5 worse, none better), so 10 stays.",
+    )
     kg_entity_linking: Literal["llm", "question", "both"] = Field(
         "llm",
         description="How the property graph finds a question's entities, beside the embedding-nearest ones: the LLM's "

@@ -34,6 +34,7 @@ from llama_index_k2rag.question_entities import QuestionEntityRetriever
 from llama_index_k2rag.triples import TripleParser
 from multihop_rag.indexing.persistence import write_atomic
 from multihop_rag.llm.aio import call_sync, run_sync
+from multihop_rag.llm.cache import cached_llm
 
 __all__ = ["KnowledgeGraph", "UpdatableGraph", "PropertyGraphKG", "graph_batches"]
 
@@ -295,7 +296,11 @@ def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:
 
 
 def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int) -> _BoundedPathExtractor:
-    return _BoundedPathExtractor(llm=llm, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency)
+    """The prompt asks for up to ``max_paths_per_chunk`` triples, one a line, and the reply is stopped after as many
+    lines: a small model writes on (the 1.5B up to 39 lines), and what it writes past them would be generated for
+    nothing."""
+    lines = cached_llm(llm, None).with_max_lines(max_paths_per_chunk)
+    return _BoundedPathExtractor(llm=lines, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency)
 
 
 def _warn_skipped(before: dict[str, int], after: dict[str, int]) -> None:

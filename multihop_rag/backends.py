@@ -34,7 +34,13 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_ollama import ChatOllama
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.generic_utils import achat_to_completion_decorator, chat_to_completion_decorator
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ChatResponseGen, CompletionResponse
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseAsyncGen,
+    ChatResponseGen,
+    CompletionResponse,
+)
 from llama_index.core.llms.llm import LLM
 from llama_index.llms.ollama import Ollama
 from ollama import AsyncClient
@@ -221,6 +227,11 @@ class OllamaLLM(Ollama):
         llm = self._per_call(kwargs)
         llm._check_fits(messages)
         return Ollama.stream_chat(llm, messages, **kwargs)
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        llm = self._per_call(kwargs)
+        llm._check_fits(messages)
+        return await Ollama.astream_chat(llm, messages, **kwargs)
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         return chat_to_completion_decorator(self.chat)(prompt, **kwargs)

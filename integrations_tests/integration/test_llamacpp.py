@@ -3,6 +3,7 @@
 from llama_index.core.llms import ChatMessage
 from pydantic import BaseModel, Field
 
+from multihop_rag.llm.cache import CachedLLM
 from multihop_rag.llm.structured import StructuredStats, generate_json, generate_label
 
 PASSAGE = (
@@ -27,6 +28,15 @@ def test_llama_index_chat_and_stream(li_llm):
     assert "white" in reply.message.content.lower()
     chunks = list(li_llm.stream_complete("Count from 1 to 3, separated by commas."))
     assert len(chunks) > 1 and "2" in chunks[-1].text
+
+
+async def test_a_reply_stopped_after_n_lines_generates_no_more_and_frees_the_model(li_llm):
+    limited = CachedLLM(inner=li_llm, cache=None).with_max_lines(2)
+    prompt = "Count from 1 to 9, writing each number on its own line."
+    for reply in (await limited.acomplete(prompt), limited.complete(prompt)):  # the model is not left locked between
+        assert [line.strip() for line in reply.text.splitlines()] == ["1", "2"]
+    assert limited.usage.completion_tokens <= 8  # "1", "\n", "2", "\n" twice, and no more
+    assert li_llm.complete(prompt).text.count("\n") == 8
 
 
 def test_langchain_adapter_invoke_stream_and_usage(lc_chat):

@@ -5,6 +5,7 @@ import textwrap
 
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from llama_index.core.base.llms.types import ChatMessage
 
 from integrations_tests.fakes import ScriptedLLM
 from integrations_tests.killing import REPO, kill_when
@@ -201,3 +202,29 @@ def test_a_setting_added_later_keeps_older_caches_replaying_while_it_is_off(tmp_
     assert model_identity(LlamaCppLLM(model_path=str(weights), prompt_lookup=10))["prompt_lookup"] == 10
     assert "prompt_lookup" not in LlamaCppChatModel(model_path=str(weights))._get_llm_string()
     assert "prompt_lookup" in LlamaCppChatModel(model_path=str(weights), prompt_lookup=10)._get_llm_string()
+
+
+def test_a_line_limit_stops_the_reply_keys_it_and_replays_a_reply_cached_without_it(tmp_path):
+    """A reply stopped after n lines is keyed with n; a reply cached whole replays cut to n lines with no call (greedy
+    decoding generates the same first lines either way); the limited view counts into the same usage."""
+    reply = "(a, is, b)\n\n(c, is, d)\n(e, is, f)\n(g, is, h)"
+    inner = ScriptedLLM(lambda prompt: reply)
+    whole = CachedLLM(inner=inner, cache=LLMCache(tmp_path / "c.sqlite"))
+    limited = whole.with_max_lines(2)
+    assert limited.complete("p").text == "(a, is, b)\n\n(c, is, d)"
+    assert inner.streamed == 3 and len(inner.prompts) == 1
+    assert limited.complete("p").text == "(a, is, b)\n\n(c, is, d)"  # its own key now
+    assert whole.complete("p").text == reply and len(inner.prompts) == 2  # ... which the whole reply does not share
+    assert whole.with_max_lines(3).complete("p").text == "(a, is, b)\n\n(c, is, d)\n(e, is, f)"
+    assert len(inner.prompts) == 2 and inner.streamed == 3  # cut from the whole reply, no call
+    assert whole.usage.calls == 2 and whole.usage.cache_hits == 2
+    assert whole.with_max_lines(9).complete("q").text == reply  # fewer lines than the limit: the whole reply
+
+
+async def test_a_line_limit_stops_async_and_chat_replies(tmp_path):
+    inner = ScriptedLLM(lambda prompt: "one\ntwo\nthree")
+    limited = CachedLLM(inner=inner, cache=None).with_max_lines(1)
+    assert (await limited.acomplete("p")).text == "one"
+    assert (await limited.achat([ChatMessage(role="user", content="p")])).message.content == "one"
+    assert limited.chat([ChatMessage(role="user", content="p")]).message.content == "one"
+    assert inner.streamed == 3  # one line of each of three replies

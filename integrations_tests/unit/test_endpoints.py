@@ -74,3 +74,39 @@ def test_the_chat_model_of_an_openai_spec_answers(monkeypatch):
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         chat = backends.chat_model("openai:stand-in")
         assert chat.invoke("The harbour of Pellan is busy in the summer months.").content
+
+
+KG_PROMPT = ("Some text is provided below. Given the text, extract up to 3 knowledge triplets.\n"
+             "Text: Tomas Halvard built the Kesh Bridge for Velmora and Orrin Mills near Pellan Harbour.\nTriplets:\n")
+
+
+def test_a_streamed_reply_holds_its_slot_until_closed_and_a_failing_host_hands_it_on():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SlotServer(slots=1, delay=0.0) as one:
+        llm = backends.llama_index_llm(f"openai:stand-in@{one.url}")
+        whole = llm.complete(KG_PROMPT).text
+        chunks = list(llm.stream_complete(KG_PROMPT))
+        assert len(chunks) == whole.count("\n") + 1 and chunks[-1].text == whole  # streamed line by line, in full
+        stream = llm.stream_complete(KG_PROMPT)
+        next(stream)
+        stream.close()  # closed after one line: the host's one slot is free again
+        with ThreadPoolExecutor(max_workers=1) as side:
+            assert side.submit(llm.complete, KG_PROMPT).result(timeout=10).text == whole
+    with SlotServer(slots=2, delay=0.0) as a, SlotServer(slots=1, delay=0.0) as b:
+        llm = backends.llama_index_llm(f"openai:stand-in@{a.url},{b.url}")
+        a.down = True  # the host with the most free slots is asked first, and fails before its first chunk
+        assert "".join(c.delta or "" for c in llm.stream_complete(KG_PROMPT)) == whole
+        assert llm.failures_per_host() == {a.url: 1, b.url: 0} and llm.calls_per_host() == {a.url: 0, b.url: 1}
+
+
+async def test_a_line_limited_call_through_a_pool_reads_only_its_lines():
+    from multihop_rag.llm.cache import CachedLLM
+
+    with SlotServer(slots=1, delay=0.0) as server:
+        pool = backends.llama_index_llm(f"openai:stand-in@{server.url}")
+        whole = pool.complete(KG_PROMPT).text
+        limited = CachedLLM(inner=pool, cache=None).with_max_lines(1)
+        assert whole.count("\n") >= 1 and (await limited.acomplete(KG_PROMPT)).text == whole.splitlines()[0]
+        assert limited.complete(KG_PROMPT).text == whole.splitlines()[0]
+        assert limited.usage.completion_tokens == 2  # one streamed chunk each

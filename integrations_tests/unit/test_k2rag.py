@@ -815,3 +815,16 @@ def test_the_skipped_lines_count_survives_a_reload(tmp_path):
     assert index.stats()["kg_lines_skipped"] == {"not a triple": 3, "unclosed": 3}
     loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
     assert loaded.stats() == index.stats()
+
+
+def test_the_extractor_reply_is_stopped_after_max_paths_per_chunk_lines():
+    """max_kg_paths_per_chunk said "keeps" while every parsed triple was kept: the 1.5B wrote up to 39 lines for
+    "up to 10", and on HotpotQA's pool a fifth of the triple tokens came after the tenth line."""
+    from llama_index_k2rag import PropertyGraphKG
+
+    reply = "Here are the triplets:\n" + "\n".join(f"(Hollowick, has member, Person {i})" for i in range(15))
+    llm = ScriptedLLM(lambda prompt: reply)
+    chunks = [TextNode(text="Hollowick is a band with fifteen members.", id_="c0")]
+    kg = PropertyGraphKG.build(chunks, llm, HashEmbedding(dim=16), max_paths_per_chunk=4, show_progress=False)
+    assert kg.triples() == 3  # a line is a line: the preamble counts
+    assert llm.streamed == 4  # the twelve lines after the fourth were never generated

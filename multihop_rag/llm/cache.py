@@ -51,6 +51,7 @@ from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from multihop_rag.llm.calls import finish_reason, strip_thinking
+from multihop_rag.llm.line_limit import aread_lines, first_lines, read_lines
 from multihop_rag.llm.usage import CallClock, Usage
 
 __all__ = [
@@ -185,6 +186,8 @@ class CachedLLM(LLM):
 
     inner: LLM = Field(description="The LLM that answers cache misses.")
     cache: LLMCache | None = Field(default=None, description="Where finished calls are stored (None: nowhere).")
+    max_lines: int | None = Field(default=None, description="Each reply stopped after this many non-empty lines "
+                                  "(None: not stopped); see :meth:`with_max_lines`.")
     _usage: Usage = PrivateAttr(default_factory=Usage)
     _clock: CallClock = PrivateAttr(default_factory=CallClock)
     _usage_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -211,6 +214,13 @@ class CachedLLM(LLM):
         snapshot.busy_seconds = self._clock.busy()
         return snapshot
 
+    def with_max_lines(self, n: int | None) -> CachedLLM:
+        """This LLM with each reply stopped after ``n`` non-empty lines (None: not stopped), counting into the same
+        usage. The reply is streamed and the stream closed there, so the rest is never generated (a backend that
+        does not stream generates it all; the reply is cut the same). A reply cached whole comes back cut, with no
+        call: greedy decoding generates the same first lines either way."""
+        return self.model_copy(update={"max_lines": n})
+
     def _key(self, payload: Any, kwargs: dict[str, Any]) -> str:
         if self._identity is None:
             self._identity = model_identity(self.inner)
@@ -222,6 +232,22 @@ class CachedLLM(LLM):
         with self._usage_lock:
             self._usage.cache_hits += 1
         return json.loads(value)
+
+    def _find(self, payload: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """The call's key and its cached reply, if any; under ``max_lines``, a reply cached whole comes back cut."""
+        if not self.max_lines:
+            key = self._key(payload, kwargs)
+            return key, self._lookup(key)
+        key = self._key(payload, {**kwargs, "max_lines": self.max_lines})
+        if (hit := self._lookup(key)) is not None:
+            return key, hit
+        if self.cache is None or (value := self.cache.get(self._key(payload, kwargs))) is None:
+            return key, None
+        whole = json.loads(value)
+        cut = first_lines(whole["text"], self.max_lines)
+        with self._usage_lock:
+            self._usage.cache_hits += 1
+        return key, {"text": cut, "finish_reason": whole.get("finish_reason") if cut == whole["text"] else "stop"}
 
     def _store(self, key: str, text: str, raw: Any, started: float, token: int) -> str:
         """Count the call; keep a non-empty reply (without thinking) with its finish reason."""
@@ -251,54 +277,73 @@ class CachedLLM(LLM):
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), raw=raw)
 
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        key = self._key(self._messages_payload(messages), kwargs)
-        if (hit := self._lookup(key)) is not None:
+        key, hit = self._find(self._messages_payload(messages), kwargs)
+        if hit is not None:
             return self._chat_response(hit["text"], self._raw(hit))
         started, token = time.perf_counter(), self._clock.start()
+        raw: Any
         try:
-            response = self.inner.chat(messages, **kwargs)
+            if self.max_lines:
+                text, raw = read_lines(self.inner.stream_chat(messages, **kwargs), self.max_lines)
+            else:
+                response = self.inner.chat(messages, **kwargs)
+                text, raw = response.message.content or "", response.raw
         except BaseException:
             self._clock.stop(token)
             raise
-        text = self._store(key, response.message.content or "", response.raw, started, token)
-        return self._chat_response(text, response.raw)
+        return self._chat_response(self._store(key, text, raw, started, token), raw)
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        key = self._key({"prompt": prompt, "formatted": formatted}, kwargs)
-        if (hit := self._lookup(key)) is not None:
+        key, hit = self._find({"prompt": prompt, "formatted": formatted}, kwargs)
+        if hit is not None:
             return CompletionResponse(text=hit["text"], raw=self._raw(hit))
         started, token = time.perf_counter(), self._clock.start()
+        raw: Any
         try:
-            response = self.inner.complete(prompt, formatted=formatted, **kwargs)
+            if self.max_lines:
+                text, raw = read_lines(self.inner.stream_complete(prompt, formatted=formatted, **kwargs), self.max_lines)
+            else:
+                response = self.inner.complete(prompt, formatted=formatted, **kwargs)
+                text, raw = response.text, response.raw
         except BaseException:
             self._clock.stop(token)
             raise
-        return CompletionResponse(text=self._store(key, response.text, response.raw, started, token), raw=response.raw)
+        return CompletionResponse(text=self._store(key, text, raw, started, token), raw=raw)
 
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        key = self._key(self._messages_payload(messages), kwargs)
-        if (hit := self._lookup(key)) is not None:
+        key, hit = self._find(self._messages_payload(messages), kwargs)
+        if hit is not None:
             return self._chat_response(hit["text"], self._raw(hit))
         started, token = time.perf_counter(), self._clock.start()
+        raw: Any
         try:
-            response = await self.inner.achat(messages, **kwargs)
+            if self.max_lines:
+                text, raw = await aread_lines(await self.inner.astream_chat(messages, **kwargs), self.max_lines)
+            else:
+                response = await self.inner.achat(messages, **kwargs)
+                text, raw = response.message.content or "", response.raw
         except BaseException:
             self._clock.stop(token)
             raise
-        text = self._store(key, response.message.content or "", response.raw, started, token)
-        return self._chat_response(text, response.raw)
+        return self._chat_response(self._store(key, text, raw, started, token), raw)
 
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        key = self._key({"prompt": prompt, "formatted": formatted}, kwargs)
-        if (hit := self._lookup(key)) is not None:
+        key, hit = self._find({"prompt": prompt, "formatted": formatted}, kwargs)
+        if hit is not None:
             return CompletionResponse(text=hit["text"], raw=self._raw(hit))
         started, token = time.perf_counter(), self._clock.start()
+        raw: Any
         try:
-            response = await self.inner.acomplete(prompt, formatted=formatted, **kwargs)
+            if self.max_lines:
+                stream = await self.inner.astream_complete(prompt, formatted=formatted, **kwargs)
+                text, raw = await aread_lines(stream, self.max_lines)
+            else:
+                response = await self.inner.acomplete(prompt, formatted=formatted, **kwargs)
+                text, raw = response.text, response.raw
         except BaseException:
             self._clock.stop(token)
             raise
-        return CompletionResponse(text=self._store(key, response.text, response.raw, started, token), raw=response.raw)
+        return CompletionResponse(text=self._store(key, text, raw, started, token), raw=raw)
 
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         return self.inner.stream_chat(messages, **kwargs)

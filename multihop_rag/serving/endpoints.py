@@ -13,6 +13,7 @@ a corpus that outgrows one machine; the vector side scales through a Chroma serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from llama_index.core.base.llms.types import (
@@ -182,14 +183,19 @@ class EndpointPool(LLM):
                     self._calls[self.api_bases[host]] += 1
                 return result
             except Exception as exc:
-                if not _reaches_no_host(exc) or len(tried) + 1 >= len(self._endpoints):
-                    raise
-                with self._ready:
-                    self._failures[self.api_bases[host]] += 1
-                log.warning("%s failed (%s); the call goes to another host", self.api_bases[host], type(exc).__name__)
-                tried.add(host)
+                self._hand_on(host, exc, tried)
             finally:
                 self._release(host)
+
+    def _hand_on(self, host: int, exc: Exception, tried: set[int]) -> None:
+        """After a call failed on ``host``: raise ``exc`` unless the host failed and another is left to try, else count
+        the failure and leave ``host`` out of the call's next try."""
+        if not _reaches_no_host(exc) or len(tried) + 1 >= len(self._endpoints):
+            raise exc
+        with self._ready:
+            self._failures[self.api_bases[host]] += 1
+        log.warning("%s failed (%s); the call goes to another host", self.api_bases[host], type(exc).__name__)
+        tried.add(host)
 
     @staticmethod
     def _request(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -210,10 +216,12 @@ class EndpointPool(LLM):
         return self._run(lambda llm: llm.complete(prompt, formatted=formatted, **request))
 
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        yield self.chat(messages, **kwargs)
+        request = self._request(dict(kwargs))
+        return self._stream(lambda llm: llm.stream_chat(messages, **request))
 
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        yield self.complete(prompt, formatted=formatted, **kwargs)
+        request = self._request(dict(kwargs))
+        return self._stream(lambda llm: llm.stream_complete(prompt, formatted=formatted, **request))
 
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         return await asyncio.to_thread(self.chat, messages, **kwargs)
@@ -222,17 +230,45 @@ class EndpointPool(LLM):
         return await asyncio.to_thread(self.complete, prompt, formatted, **kwargs)
 
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        response = await self.achat(messages, **kwargs)
-
-        async def one() -> ChatResponseAsyncGen:
-            yield response
-
-        return one()
+        return _off_the_loop(self.stream_chat(messages, **kwargs))
 
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
-        response = await self.acomplete(prompt, formatted, **kwargs)
+        return _off_the_loop(self.stream_complete(prompt, formatted=formatted, **kwargs))
 
-        async def one() -> CompletionResponseAsyncGen:
-            yield response
+    def _stream(self, open_stream: Callable[[LLM], Generator[T, None, None]]) -> Generator[T, None, None]:
+        """A streamed reply from the host with the most free slots, whose slot it holds until the stream ends or is
+        closed (closing it closes the connection, and the server stops generating); a host that fails before its
+        first chunk hands the call to another one."""
+        tried: set[int] = set()
+        while True:
+            host = self._acquire(tried)
+            stream: Generator[T, None, None] | None = None
+            answered = False
+            try:
+                stream = open_stream(self._endpoints[host])
+                for chunk in stream:
+                    if not answered:
+                        answered = True
+                        with self._ready:
+                            self._calls[self.api_bases[host]] += 1
+                    yield chunk
+                return
+            except Exception as exc:
+                if answered:  # part of the reply is out: it cannot start again elsewhere
+                    raise
+                self._hand_on(host, exc, tried)
+            finally:
+                if stream is not None:
+                    stream.close()
+                self._release(host)
 
-        return one()
+
+async def _off_the_loop(stream: Generator[T, None, None]) -> AsyncGenerator[T, None]:
+    """A blocking stream read in worker threads, one chunk at a time; closing this closes it."""
+    end = object()
+    try:
+        while (chunk := await asyncio.to_thread(next, stream, end)) is not end:
+            yield chunk  # type: ignore[misc]
+    finally:
+        with contextlib.suppress(ValueError):  # cancelled while a thread still reads it: it closes when collected
+            await asyncio.to_thread(stream.close)

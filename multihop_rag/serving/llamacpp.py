@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,10 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
+    ChatResponseAsyncGen,
     ChatResponseGen,
     CompletionResponse,
+    CompletionResponseAsyncGen,
     CompletionResponseGen,
     LLMMetadata,
     MessageRole,
@@ -179,7 +181,7 @@ def _chat(model_path: str, n_ctx: int, prompt_lookup: int, messages: list[dict[s
 def _stream_chat(
     model_path: str, n_ctx: int, prompt_lookup: int, messages: list[dict[str, str]], usage: dict[str, int] | None = None,
     **params: Any,
-) -> Iterator[str]:
+) -> Generator[str, None, None]:
     """Yield text deltas; the model stays locked until the stream is consumed or closed.
 
     llama.cpp reports no usage when streaming: ``usage`` (if given) is filled at the end from the
@@ -243,16 +245,34 @@ class LlamaCppLLM(CustomLLM):
         text = raw["choices"][0]["message"]["content"] or ""
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), raw=raw)
 
-    @llm_chat_callback()
-    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+    def _chat_stream(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatResponseGen:
+        """The reply as it is generated; closing it frees the model at once."""
         deltas = _stream_chat(self.model_path, self.context_window, self.prompt_lookup, self._messages(messages),
                               **self._params(kwargs))
-
-        def gen() -> ChatResponseGen:
-            text = ""
+        text = ""
+        try:
             for delta in deltas:
                 text += delta
                 yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+        finally:
+            deltas.close()
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        return self._chat_stream(messages, kwargs)
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        """The stream of :meth:`stream_chat` from the event loop's thread, as LlamaIndex's own does, but a reader
+        that closes it frees the model at once: LlamaIndex's wrapper leaves the inner stream (and the model locked)
+        until the loop finalises it, and a next call on the loop's thread would wait for that forever."""
+        chat = self._chat_stream(messages, kwargs)
+
+        async def gen() -> ChatResponseAsyncGen:
+            try:
+                for response in chat:
+                    yield response
+            finally:
+                chat.close()
 
         return gen()
 
@@ -264,8 +284,25 @@ class LlamaCppLLM(CustomLLM):
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
         def gen() -> CompletionResponseGen:
-            for r in self.stream_chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs):
-                yield CompletionResponse(text=r.message.content or "", delta=r.delta)
+            chat = self.stream_chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs)
+            try:
+                for r in chat:
+                    yield CompletionResponse(text=r.message.content or "", delta=r.delta)
+            finally:
+                chat.close()
+
+        return gen()
+
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+        """:meth:`astream_chat` for a prompt."""
+        chat = await self.astream_chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs)
+
+        async def gen() -> CompletionResponseAsyncGen:
+            try:
+                async for r in chat:
+                    yield CompletionResponse(text=r.message.content or "", delta=r.delta)
+            finally:
+                await chat.aclose()
 
         return gen()
 
