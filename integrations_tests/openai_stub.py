@@ -21,7 +21,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from integrations_tests.http_stub import JSONHandler
-from multihop_rag.indexing.text import count_tokens
+from multihop_rag.indexing.text import count_tokens, encoding
 
 __all__ = ["SlotServer", "stand_in_reply", "stream_chunks"]
 
@@ -83,15 +83,16 @@ def stand_in_reply(prompt: str, schema: dict[str, Any] | None = None) -> str:
 
 
 def stream_chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
-    """A reply as the chunks a streaming server sends: one a line, the finish reason on the last."""
+    """A reply as the chunks a streaming server sends: one a token (tiktoken's, as the usage it reports), the finish
+    reason on the last."""
     choice = reply["choices"][0]
     chat = "message" in choice
     text = choice["message"]["content"] if chat else choice["text"]
-    lines = text.splitlines(keepends=True) or [""]
+    pieces = [encoding().decode([token]) for token in encoding().encode(text)] or [""]
     chunks = []
-    for i, line in enumerate(lines):
-        last = i == len(lines) - 1
-        part = {"delta": {"content": line}} if chat else {"text": line}
+    for i, piece in enumerate(pieces):
+        last = i == len(pieces) - 1
+        part = {"delta": {"content": piece}} if chat else {"text": piece}
         chunks.append({"id": reply["id"], "object": "chat.completion.chunk" if chat else "text_completion",
                        "created": 0, "model": reply["model"],
                        "choices": [{"index": 0, **part, "finish_reason": choice["finish_reason"] if last else None}]})
