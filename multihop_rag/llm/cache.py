@@ -241,12 +241,9 @@ class CachedLLM(LLM):
         key = self._key(payload, {**kwargs, "max_lines": self.max_lines})
         if (hit := self._lookup(key)) is not None:
             return key, hit
-        if self.cache is None or (value := self.cache.get(self._key(payload, kwargs))) is None:
+        if (whole := self._lookup(self._key(payload, kwargs))) is None:
             return key, None
-        whole = json.loads(value)
         cut = first_lines(whole["text"], self.max_lines)
-        with self._usage_lock:
-            self._usage.cache_hits += 1
         return key, {"text": cut, "finish_reason": whole.get("finish_reason") if cut == whole["text"] else "stop"}
 
     def _store(self, key: str, text: str, raw: Any, started: float, token: int) -> str:

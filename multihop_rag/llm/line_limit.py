@@ -48,7 +48,7 @@ class _Reading:
         self.text += delta or ""
         self.deltas += 1 if delta else 0
         self.raw = raw
-        return _whole_lines(self.text) >= self.n
+        return delta is not None and "\n" in delta and _whole_lines(self.text) >= self.n  # lines are counted when one ends
 
     def reply(self, stopped: bool) -> tuple[str, dict[str, Any]]:
         """The text cut to ``n`` lines and a raw response with its finish reason and generated tokens (one a delta,
