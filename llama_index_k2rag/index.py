@@ -273,6 +273,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         if self.kg is None:
             if self._kg_spec == "property":
                 options = {"max_paths_per_chunk": self.config.max_kg_paths_per_chunk,
+                           "stop_reply": self.config.stop_kg_reply,
                            "entity_linking": self.config.kg_entity_linking, **self._kg_options}
                 self.kg = PropertyGraphKG.build(fresh, self.llm, self.embed_model, max_concurrency=self.max_concurrency,
                                                 show_progress=self._show_progress, **options)
@@ -412,6 +413,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         kg: KnowledgeGraph | None = None
         if manifest["kg"] == "property":
             kg = PropertyGraphKG.load(folder / "kg", llm, embed_model, max_paths_per_chunk=config.max_kg_paths_per_chunk,
+                                      stop_reply=config.stop_kg_reply,
                                       max_concurrency=max_concurrency or default_concurrency(llm),
                                       entity_linking=config.kg_entity_linking)
         elif manifest["kg"] == "graphrag":

@@ -162,7 +162,7 @@ class PropertyGraphKG:
         ``entity_linking``: how a question finds its entities (:data:`EntityLinking`)."""
         self.index = index
         self.llm = llm
-        self.extractor = extractor or _extractor(llm, max_paths_per_chunk=10, max_concurrency=1)
+        self.extractor = extractor or _extractor(llm, max_paths_per_chunk=10, max_concurrency=1, stop_reply=True)
         self.entity_linking = entity_linking
 
     @classmethod
@@ -173,15 +173,17 @@ class PropertyGraphKG:
         embed_model: BaseEmbedding,
         *,
         max_paths_per_chunk: int = 10,
+        stop_reply: bool = True,
         max_concurrency: int = 1,
         entity_linking: EntityLinking = "llm",
         show_progress: bool = True,
     ) -> PropertyGraphKG:
-        """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once."""
+        """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once;
+        ``stop_reply``: each reply stopped after ``max_paths_per_chunk`` lines (False: read whole, as LlamaIndex does)."""
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
         index = call_sync(PropertyGraphIndex, nodes=[], llm=llm, kg_extractors=[_Extracted()], embed_model=embed_model,
                           property_graph_store=_GraphStore())
-        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency), entity_linking)
+        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency, stop_reply), entity_linking)
         graph.add(nodes, show_progress=show_progress)
         return graph
 
@@ -272,12 +274,12 @@ class PropertyGraphKG:
 
     @classmethod
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
-             max_concurrency: int = 1, entity_linking: EntityLinking = "llm") -> PropertyGraphKG:
+             stop_reply: bool = True, max_concurrency: int = 1, entity_linking: EntityLinking = "llm") -> PropertyGraphKG:
         storage = StorageContext.from_defaults(persist_dir=str(folder), property_graph_store=_GraphStore.from_persist_dir(str(folder)))
         index = load_index_from_storage(storage, llm=llm, embed_model=embed_model, kg_extractors=[_Extracted()])
         if not isinstance(index, PropertyGraphIndex):
             raise TypeError(f"{folder} holds a {type(index).__name__}, not a property graph")
-        extractor = _extractor(llm, max_paths_per_chunk, max_concurrency)
+        extractor = _extractor(llm, max_paths_per_chunk, max_concurrency, stop_reply)
         skipped = Path(folder) / SKIPPED_FILE
         if skipped.exists() and isinstance(extractor.parse_fn, TripleParser):
             extractor.parse_fn.skipped.update(json.loads(skipped.read_text()))
@@ -295,11 +297,10 @@ def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:
     return batches
 
 
-def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int) -> _BoundedPathExtractor:
-    """The prompt asks for up to ``max_paths_per_chunk`` triples, one a line, and the reply is stopped after as many
-    lines: a small model writes on (the 1.5B up to 39 lines), and what it writes past them would be generated for
-    nothing."""
-    lines = cached_llm(llm, None).with_max_lines(max_paths_per_chunk)
+def _extractor(llm: LLM, max_paths_per_chunk: int, max_concurrency: int, stop_reply: bool) -> _BoundedPathExtractor:
+    """The prompt asks for up to ``max_paths_per_chunk`` triples, one a line; with ``stop_reply`` the reply is stopped
+    after as many lines (a small model writes on, the 1.5B up to 39 lines), else every line that parses is kept."""
+    lines = cached_llm(llm, None).with_max_lines(max_paths_per_chunk if stop_reply else None)
     return _BoundedPathExtractor(llm=lines, max_paths_per_chunk=max_paths_per_chunk, max_concurrency=max_concurrency)
 
 

@@ -828,3 +828,14 @@ def test_the_extractor_reply_is_stopped_after_max_paths_per_chunk_lines():
     kg = PropertyGraphKG.build(chunks, llm, HashEmbedding(dim=16), max_paths_per_chunk=4, show_progress=False)
     assert kg.triples() == 3  # a line is a line: the preamble counts
     assert llm.streamed == 4  # the twelve lines after the fourth were never generated
+
+
+def test_stop_kg_reply_false_reads_the_whole_reply_as_llama_index_does(tmp_path):
+    """The paper's graph (LlamaIndex's extractor) is one setting away: every line of the reply is read."""
+    reply = "\n".join(f"(Hollowick, has member, Person {i})" for i in range(15))
+    llm = ScriptedLLM(lambda prompt: reply if "triplets" in prompt.lower() else _extractor_llm(prompt))
+    index = build(llm=llm, kg="property", persist_dir=tmp_path, config=K2RAGConfig(max_kg_paths_per_chunk=4,
+                                                                                   stop_kg_reply=False))
+    assert index.stats()["kg_triples"] == 15
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
+    assert loaded.config.stop_kg_reply is False
