@@ -14,6 +14,9 @@
 #   cd ../bench && BIN=$OLDPWD/.venv/bin PYTHONPATH=$PWD benchmarks/run_of_record.sh built-DATASET
 # (72c327f still holds the first run's benchmarks/results/hotpotqa-dev20, now under first-run/: remove it in the
 # worktree before built-hotpotqa's first start, or its rows are set aside into the new folder.)
+# K2RAG's rows were re-run on 2026-12-04 with the code of 3807512 (--methods k2rag,naive@k2rag; every build call
+# replayed from the cache); later commits add stop_kg_reply, whose default is that code's behaviour, so a re-run
+# there replays every call and writes the same answers.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
