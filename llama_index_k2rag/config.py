@@ -74,3 +74,9 @@ class K2RAGConfig(BaseModel):
         "101–120: F1 0.445 against 0.557 (1 better, 4 worse): a longer graph context (3,000 characters against 2,470) "
         "the 1.5B answered worse from, so 'llm' stays.",
     )
+    kg_triple_order: Literal["rank", "name"] = Field(
+        "rank",
+        description="Which of the matched entities' triples the property graph keeps (LlamaIndex keeps 30) and in what "
+        "order: those of the best-matched entities first ('rank', ours), or by name ('name'). LlamaIndex's own order "
+        "follows the process's string hashing, so it changed from run to run; neither is the paper's (GraphRAG).",
+    )

@@ -274,7 +274,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             if self._kg_spec == "property":
                 options = {"max_paths_per_chunk": self.config.max_kg_paths_per_chunk,
                            "stop_reply": self.config.stop_kg_reply,
-                           "entity_linking": self.config.kg_entity_linking, **self._kg_options}
+                           "entity_linking": self.config.kg_entity_linking,
+                           "triple_order": self.config.kg_triple_order, **self._kg_options}
                 self.kg = PropertyGraphKG.build(fresh, self.llm, self.embed_model, max_concurrency=self.max_concurrency,
                                                 show_progress=self._show_progress, **options)
             elif self._kg_spec == "graphrag":
@@ -415,7 +416,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             kg = PropertyGraphKG.load(folder / "kg", llm, embed_model, max_paths_per_chunk=config.max_kg_paths_per_chunk,
                                       stop_reply=config.stop_kg_reply,
                                       max_concurrency=max_concurrency or default_concurrency(llm),
-                                      entity_linking=config.kg_entity_linking)
+                                      entity_linking=config.kg_entity_linking, triple_order=config.kg_triple_order)
         elif manifest["kg"] == "graphrag":
             kg = _graphrag(llm, embed_model, folder=folder / "kg")
         index = cls(llm=llm, embed_model=embed_model, config=config,

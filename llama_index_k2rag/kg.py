@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 SKIPPED_FILE = "skipped_lines.json"
 """Beside the persisted graph: the extractor's lines that were no triple, by reason (a reload reports them too)."""
 
+TripleOrder = Literal["rank", "name"]
+"""Which of a question's triples the graph's retrievers keep (LlamaIndex keeps the first 30) and in what order: those of
+its best-matched entities first ('rank'), or by name ('name')."""
+
 EntityLinking = Literal["llm", "question", "both"]
 """How a question finds its entities in the graph: the LLM's synonyms (LlamaIndex's default), the entities the
 question names (:class:`~llama_index_k2rag.question_entities.QuestionEntityRetriever`, no call), or both; the
@@ -132,15 +136,25 @@ class _GraphStore(SimplePropertyGraphStore):
     """LlamaIndex's in-memory property graph store, whose look-up by id reads those ids' entries: its own reads
     every node of the graph for each id asked (``PropertyGraphIndex`` asks for every id of a batch it
     inserts), so a graph built batch by batch cost O(graph × batch) per batch, O(n²) in all. Its triples come
-    in one fixed order."""
+    in one fixed order, :data:`TripleOrder`."""
+
+    triple_order: TripleOrder = "rank"
 
     def get_triplets(self, entity_names: list[str] | None = None, relation_names: list[str] | None = None,
                      properties: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[Triplet]:
-        """LlamaIndex's, sorted: its graph keeps triples in a set, whose order follows the process's string hashing,
-        so which triples a question's retrievers kept (the first 30) and their order changed from run to run."""
+        """LlamaIndex's, ordered: its graph keeps triples in a set, whose order follows the process's string hashing, so
+        which triples a question's retrievers kept (the first 30 of ``get_rel_map``) and their order changed from run
+        to run. Under 'rank', a triple of the entity asked first comes first (``get_rel_map`` asks for a question's
+        entities best match first, then for the objects of their triples in that order); ties, by name."""
         found = super().get_triplets(entity_names=entity_names, relation_names=relation_names,
                                      properties=properties, ids=ids)
-        return sorted(found, key=lambda triplet: (triplet[0].id, triplet[1].id, triplet[2].id))
+        rank: dict[str, int] = {}
+        if self.triple_order == "rank":
+            for position, name in enumerate(ids or entity_names or []):
+                rank.setdefault(name, position)
+        last = len(rank)
+        return sorted(found, key=lambda t: (min(rank.get(t[0].id, last), rank.get(t[2].id, last)),
+                                            t[0].id, t[1].id, t[2].id))
 
     def get(self, properties: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
         if ids and not properties:
@@ -166,13 +180,16 @@ class PropertyGraphKG:
     name = "property"
 
     def __init__(self, index: PropertyGraphIndex, llm: LLM, extractor: _BoundedPathExtractor | None = None,
-                 entity_linking: EntityLinking = "llm") -> None:
+                 entity_linking: EntityLinking = "llm", triple_order: TripleOrder = "rank") -> None:
         """``extractor``: how new chunks' triples are extracted (default: up to 10 paths a chunk, one call at a time);
-        ``entity_linking``: how a question finds its entities (:data:`EntityLinking`)."""
+        ``entity_linking``: how a question finds its entities (:data:`EntityLinking`); ``triple_order``: which of their
+        triples are kept (:data:`TripleOrder`; a graph store of another kind keeps its own order)."""
         self.index = index
         self.llm = llm
         self.extractor = extractor or _extractor(llm, max_paths_per_chunk=10, max_concurrency=1, stop_reply=True)
         self.entity_linking = entity_linking
+        if isinstance(index.property_graph_store, _GraphStore):
+            index.property_graph_store.triple_order = triple_order
 
     @classmethod
     def build(
@@ -185,6 +202,7 @@ class PropertyGraphKG:
         stop_reply: bool = True,
         max_concurrency: int = 1,
         entity_linking: EntityLinking = "llm",
+        triple_order: TripleOrder = "rank",
         show_progress: bool = True,
     ) -> PropertyGraphKG:
         """Extract (subject, relation, object) triples from every chunk with ``llm``, ``max_concurrency`` at once;
@@ -192,7 +210,8 @@ class PropertyGraphKG:
         # PropertyGraphIndex calls asyncio.run while inserting: off the notebook's running loop
         index = call_sync(PropertyGraphIndex, nodes=[], llm=llm, kg_extractors=[_Extracted()], embed_model=embed_model,
                           property_graph_store=_GraphStore())
-        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency, stop_reply), entity_linking)
+        graph = cls(index, llm, _extractor(llm, max_paths_per_chunk, max_concurrency, stop_reply), entity_linking,
+                    triple_order)
         graph.add(nodes, show_progress=show_progress)
         return graph
 
@@ -283,7 +302,8 @@ class PropertyGraphKG:
 
     @classmethod
     def load(cls, folder: str | Path, llm: LLM, embed_model: BaseEmbedding, *, max_paths_per_chunk: int = 10,
-             stop_reply: bool = True, max_concurrency: int = 1, entity_linking: EntityLinking = "llm") -> PropertyGraphKG:
+             stop_reply: bool = True, max_concurrency: int = 1, entity_linking: EntityLinking = "llm",
+             triple_order: TripleOrder = "rank") -> PropertyGraphKG:
         storage = StorageContext.from_defaults(persist_dir=str(folder), property_graph_store=_GraphStore.from_persist_dir(str(folder)))
         index = load_index_from_storage(storage, llm=llm, embed_model=embed_model, kg_extractors=[_Extracted()])
         if not isinstance(index, PropertyGraphIndex):
@@ -292,7 +312,7 @@ class PropertyGraphKG:
         skipped = Path(folder) / SKIPPED_FILE
         if skipped.exists() and isinstance(extractor.parse_fn, TripleParser):
             extractor.parse_fn.skipped.update(json.loads(skipped.read_text()))
-        return cls(index, llm, extractor, entity_linking)
+        return cls(index, llm, extractor, entity_linking, triple_order)
 
 
 def graph_batches(nodes: list[T], *, size: int, last: int) -> list[list[T]]:

@@ -19,6 +19,7 @@ from llama_index_k2rag import (
     K2RAGIndex,
     LLMSummarizer,
     NoSummarizer,
+    PropertyGraphKG,
     Seq2SeqSummarizer,
     SparseStore,
     hybrid_score,
@@ -877,3 +878,33 @@ def test_the_graph_context_is_the_same_in_every_process():
     first = context("1")
     assert first.count(" -> ") < 2 * 40  # each of its two retrievers keeps 30 of the 40
     assert context("2") == first == context("3")
+
+
+@pytest.mark.parametrize("order", ["rank", "name"])
+def test_the_graph_keeps_the_triples_of_the_best_matched_entity_first(order):
+    """``get_rel_map`` keeps 30 triples: under 'rank' those of the entity the retriever matched first, whatever their
+    names; under 'name' the alphabetically first (reproducible, but blind to the match)."""
+    def reply(prompt: str) -> str:
+        if "Zorn" in prompt:
+            return "\n".join(f"(Zorn, recorded, Song {i:02})" for i in range(20))
+        return "\n".join(f"(Abbot, wrote, Book {i:02})" for i in range(20))
+
+    chunks = [TextNode(text="Abbot wrote twenty books.", id_="c0"), TextNode(text="Zorn recorded twenty songs.", id_="c1")]
+    kg = PropertyGraphKG.build(chunks, ScriptedLLM(reply), HashEmbedding(dim=16), max_paths_per_chunk=20,
+                               triple_order=order, show_progress=False)
+    store = kg.index.property_graph_store
+    kept = store.get_rel_map(store.get(ids=["Zorn", "Abbot"]), limit=30)
+    subjects = [subject.id for subject, _, _ in kept]
+    if order == "rank":
+        assert subjects == ["Zorn"] * 20 + ["Abbot"] * 10
+        assert [obj.id for _, _, obj in kept[:2]] == ["Song 00", "Song 01"]
+    else:
+        assert subjects == ["Abbot"] * 20 + ["Zorn"] * 10
+
+
+def test_kg_triple_order_is_kept_with_the_index(tmp_path):
+    llm = ScriptedLLM(_extractor_llm)
+    build(llm=llm, kg="property", persist_dir=tmp_path, config=K2RAGConfig(kg_triple_order="name"))
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=llm, embed_model=HashEmbedding(dim=256))
+    assert loaded.config.kg_triple_order == "name"
+    assert loaded.kg.index.property_graph_store.triple_order == "name"  # type: ignore[union-attr]
