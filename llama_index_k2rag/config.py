@@ -78,5 +78,7 @@ class K2RAGConfig(BaseModel):
         "rank",
         description="Which of the matched entities' triples the property graph keeps (LlamaIndex keeps 30) and in what "
         "order: those of the best-matched entities first ('rank', ours), or by name ('name'). LlamaIndex's own order "
-        "follows the process's string hashing, so it changed from run to run; neither is the paper's (GraphRAG).",
+        "follows the process's string hashing, so it changed from run to run; neither is the paper's (GraphRAG). "
+        "'rank' against 'name': 2Wiki dev 101–120 F1 0.295 against 0.245 (1 better, none worse), HotpotQA dev "
+        "101–120 0.640 both.",
     )
