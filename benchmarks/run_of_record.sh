@@ -14,9 +14,8 @@
 #   cd ../bench && BIN=$OLDPWD/.venv/bin PYTHONPATH=$PWD benchmarks/run_of_record.sh built-DATASET
 # (72c327f still holds the first run's benchmarks/results/hotpotqa-dev20, now under first-run/: remove it in the
 # worktree before built-hotpotqa's first start, or its rows are set aside into the new folder.)
-# K2RAG's rows were re-run on 2026-12-04 with the code of 3807512 (--methods k2rag,naive@k2rag; every build call
-# replayed from the cache). That code's graph context varied from process to process (fixed in 91a4340), so its
-# answers do not replay; 2Wiki's row was re-run at e22ba73, MuSiQue's and HotpotQA's are answered anew at their next run.
+# K2RAG's rows were re-run on 2026-12-04 with the code of a6b8635 (--methods k2rag,naive@k2rag; every build call
+# replayed from the cache; its graph's triples in one order since 91a4340 and f5e2726, so its answers replay).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
