@@ -15,7 +15,8 @@
 # (72c327f still holds the first run's benchmarks/results/hotpotqa-dev20, now under first-run/: remove it in the
 # worktree before built-hotpotqa's first start, or its rows are set aside into the new folder.)
 # K2RAG's rows were re-run on 2026-12-04 with the code of a6b8635 (--methods k2rag,naive@k2rag; every build call
-# replayed from the cache; its graph's triples in one order since 91a4340 and f5e2726, so its answers replay).
+# replayed from the cache; its graph's triples in one order since 91a4340 and f5e2726, so its answers replay). Later
+# commits that change K2RAG's source but no answer set those rows aside: resume them from a worktree at 66833af, as above.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,6 +6,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+EntityLinking = Literal["llm", "question", "both"]
+"""How a question finds its entities in the graph: the LLM's synonyms (LlamaIndex's default), the entities the
+question names (:class:`~llama_index_k2rag.question_entities.QuestionEntityRetriever`, no call), or both; the
+embedding-nearest entities are looked up in every case."""
+
+TripleOrder = Literal["rank", "name"]
+"""Which of a question's triples the graph's retrievers keep (LlamaIndex keeps the first 30) and in what order: those of
+its best-matched entities first ('rank'), or by name ('name')."""
+
 
 class K2RAGConfig(BaseModel):
     """How a K²RAG index is built and queried."""
@@ -66,7 +75,7 @@ class K2RAGConfig(BaseModel):
         "F1 against whole replies: HotpotQA dev 101–120 0.640 against 0.557 (2 better, none worse), 2Wiki dev 101–120 "
         "0.350 against 0.325 (1 better, 1 worse).",
     )
-    kg_entity_linking: Literal["llm", "question", "both"] = Field(
+    kg_entity_linking: EntityLinking = Field(
         "llm",
         description="How the property graph finds a question's entities, beside the embedding-nearest ones: the LLM's "
         "synonyms ('llm', LlamaIndex's default; the paper's GraphRAG matches entities by embedding), the entities the "
@@ -74,7 +83,7 @@ class K2RAGConfig(BaseModel):
         "101–120: F1 0.445 against 0.557 (1 better, 4 worse): a longer graph context (3,000 characters against 2,470) "
         "the 1.5B answered worse from, so 'llm' stays.",
     )
-    kg_triple_order: Literal["rank", "name"] = Field(
+    kg_triple_order: TripleOrder = Field(
         "rank",
         description="Which of the matched entities' triples the property graph keeps (LlamaIndex keeps 30) and in what "
         "order: those of the best-matched entities first ('rank', ours), or by name ('name'). LlamaIndex's own order "

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from llama_index.core import PropertyGraphIndex, StorageContext, load_index_from_storage
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -30,6 +30,7 @@ from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 from pydantic import Field, PrivateAttr
 from tqdm.auto import tqdm
 
+from llama_index_k2rag.config import EntityLinking, TripleOrder
 from llama_index_k2rag.question_entities import QuestionEntityRetriever
 from llama_index_k2rag.triples import TripleParser
 from multihop_rag.indexing.persistence import write_atomic
@@ -43,16 +44,6 @@ log = logging.getLogger(__name__)
 
 SKIPPED_FILE = "skipped_lines.json"
 """Beside the persisted graph: the extractor's lines that were no triple, by reason (a reload reports them too)."""
-
-TripleOrder = Literal["rank", "name"]
-"""Which of a question's triples the graph's retrievers keep (LlamaIndex keeps the first 30) and in what order: those of
-its best-matched entities first ('rank'), or by name ('name')."""
-
-EntityLinking = Literal["llm", "question", "both"]
-"""How a question finds its entities in the graph: the LLM's synonyms (LlamaIndex's default), the entities the
-question names (:class:`~llama_index_k2rag.question_entities.QuestionEntityRetriever`, no call), or both; the
-embedding-nearest entities are looked up in every case."""
-
 
 @runtime_checkable
 class KnowledgeGraph(Protocol):
