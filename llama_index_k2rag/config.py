@@ -15,6 +15,10 @@ TripleOrder = Literal["rank", "name"]
 """Which of a question's triples the graph's retrievers keep (LlamaIndex keeps the first 30) and in what order: those of
 its best-matched entities first ('rank'), or by name ('name')."""
 
+FinalReads = Literal["summary", "pairs"]
+"""What step E reads beside the KG summary: the summary of the sub-answers run together (Algorithm 2), or each
+sub-question with its answer, the user's question first."""
+
 
 class K2RAGConfig(BaseModel):
     """How a K²RAG index is built and queried."""
@@ -62,6 +66,15 @@ class K2RAGConfig(BaseModel):
         "found for the user's question, in rank order within this many tokens (ours; 0: Algorithm 2, whose final "
         "answer reads the two summaries only). 700 (about naive RAG's five chunks) on HotpotQA dev 101–120: F1 0.433 "
         "against 0.557 (1 better, 3 worse): the 1.5B picks a wrong name from the raw chunks, so 0 stays.",
+    )
+    final_reads: FinalReads = Field(
+        "summary",
+        description="What the final answer reads beside the KG summary: the summary of the sub-answers run together "
+        "('summary', Algorithm 2 lines 26–27) or each sub-question above its answer, the user's own first "
+        "('pairs', ours: run together, the 1.5B could not tell the answer to the question from that to a sub-question "
+        "written from a wrong entity; issue 41; no call more). 'pairs' on dev 101–120: HotpotQA F1 0.524 against 0.640 (none "
+        "better, 3 worse), 2Wiki 0.258 against 0.295 (3 better, 4 worse): the 1.5B then took a wrong sub-question's answer "
+        "('Iain Pears', 'Spain'), so 'summary' stays.",
     )
     max_kg_paths_per_chunk: int = Field(
         10,

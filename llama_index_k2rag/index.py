@@ -360,6 +360,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 kg_step=self.config.kg_step,
                 sub_answer_sees_question=self.config.sub_answer_sees_question,
                 reader_tokens=self.config.reader_tokens,
+                final_reads=self.config.final_reads,
             )
         if pipeline == "kg":
             return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)

@@ -9,7 +9,8 @@ D. each sub-question retrieves the top-k chunks with the hybrid retriever (λ = 
    the LLM answers it from them (Answer Generation prompt); each sub-answer is summarized, and
    their concatenation is summarized again;
 E. the final answer comes from the KG summary plus the sub-answer summary (Answer Generation prompt) and, with
-   ``reader_tokens`` (ours), the question's own chunks in rank order within that many tokens.
+   ``reader_tokens`` (ours), the question's own chunks in rank order within that many tokens; with
+   ``final_reads="pairs"`` (ours) each sub-question with its answer stands in for the sub-answer summary.
 
 Where the paper disagrees with itself, this follows the prose of §3.1.3: step C splits the KG
 *summary* (Algorithm 2 line 12 says the raw KG output) and step D answers the *sub-question*
@@ -22,6 +23,7 @@ its answer (``kg_step="context"``); ``retrieve_for_question=False, kg_step="answ
 
 from __future__ import annotations
 
+import re
 import time
 from itertools import chain
 from typing import Any, Literal
@@ -33,6 +35,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 from pydantic import ConfigDict, Field
 
 from llama_index_k2rag import prompts
+from llama_index_k2rag.config import FinalReads
 from llama_index_k2rag.hybrid import HybridRetriever
 from llama_index_k2rag.kg import KnowledgeGraph
 from llama_index_k2rag.summarizers import Summarizer
@@ -56,9 +59,15 @@ def _add_sources(sources: dict[str, NodeWithScore], hits: list[NodeWithScore]) -
         sources.setdefault(hit.node.node_id, hit)
 
 
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
+_LABEL = re.compile(r"^\W*question\W*:\W*", re.IGNORECASE)
+"""A label the small models put before a question ("Question: ", "**Question:** ")."""
+
+
+def _sub_question(reply: str) -> str:
+    """The reply's first line that asks something, without its label; else its first line (a reply with no
+    question mark)."""
+    lines = [line for line in (_LABEL.sub("", raw.strip()).strip() for raw in reply.splitlines()) if line]
+    return next((line for line in lines if "?" in line), lines[0] if lines else "")
 
 
 class K2RAGQueryEngine(CustomQueryEngine):
@@ -78,6 +87,8 @@ class K2RAGQueryEngine(CustomQueryEngine):
         "context", description="Step A hands on the graph's 'answer' (Algorithm 2) or its 'context' (evidence).")
     sub_answer_sees_question: bool = Field(False, description="Answer each sub-question with the user's question in view.")
     reader_tokens: int = Field(0, description="Step E also reads the question's own chunks within this many tokens (0: Algorithm 2).")
+    final_reads: FinalReads = Field(
+        "summary", description="Step E reads the sub-answers' summary ('summary', Algorithm 2) or each sub-question with its answer.")
 
     def custom_query(self, query_str: str) -> Response:
         kg: KnowledgeGraph = self.kg
@@ -96,7 +107,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
         sub_questions, sub_answers = [], []
         sources: dict[str, NodeWithScore] = {}
         question_hits: list[NodeWithScore] = []
-        written = (_one_line(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
+        written = (_sub_question(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
         for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
             hits = self.retriever.retrieve(sub_question)
             if sub_question == query_str:
@@ -112,8 +123,12 @@ class K2RAGQueryEngine(CustomQueryEngine):
         timings["sub_questions"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        sub_summary = summarizer.summarize(" ".join(sub_answers)) if sub_answers else ""
-        context = "\n".join(part for part in (kg_summary, sub_summary) if part)
+        if self.final_reads == "pairs":
+            sub_summary = ""
+            answers = "\n\n".join(f"Q: {q}\nA: {a}" for q, a in zip(sub_questions, sub_answers, strict=True))
+        else:
+            sub_summary = answers = summarizer.summarize(" ".join(sub_answers)) if sub_answers else ""
+        context = "\n".join(part for part in (kg_summary, answers) if part)
         read: list[NodeWithScore] = []
         if self.reader_tokens:
             read = TokenBudget(tokens=self.reader_tokens).postprocess_nodes(question_hits or self.retriever.retrieve(query_str))

@@ -320,6 +320,50 @@ def test_k2rag_summarizes_kg_results_and_sub_answers():
     assert response.metadata["sub_answer_summary"] == "Dunmere"  # too short to summarize
 
 
+def test_the_final_answer_can_read_each_sub_question_beside_its_answer():
+    """Issue 41: step E read the sub-answers run together ("Dunmere Tomas Halvard"), so the 1.5B could not tell the
+    answer to the user's question from the answer to a sub-question written from the wrong entity;
+    ``final_reads="pairs"`` shows each sub-question with its answer, the user's own first, and makes no call more."""
+    question = "Where was the designer of the Kesh Bridge born?"
+    paper_llm, llm = ScriptedLLM(respond), ScriptedLLM(respond)
+    build(llm=paper_llm, kg=FakeKG("Tomas Halvard")).as_query_engine().query(question)
+    assert "Q: " not in paper_llm.prompts[-1] and "Dunmere Dunmere" in paper_llm.prompts[-1]  # Algorithm 2: one summary
+
+    config = K2RAGConfig(final_reads="pairs")
+    response = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=config).as_query_engine().query(question)
+    final = llm.prompts[-1]
+    pairs = f"Q: {question}\nA: Dunmere\n\nQ: Where was Tomas Halvard born?\nA: Dunmere"
+    assert pairs in final and final.index("Kesh Bridge -> designed by") < final.index(pairs)
+    assert response.metadata["sub_answer_summary"] == ""
+    assert len(llm.prompts) == len(paper_llm.prompts)  # no call more
+
+
+def test_final_reads_is_kept_with_the_index(tmp_path):
+    build(kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(final_reads="pairs")).persist(tmp_path)
+    loaded = K2RAGIndex.from_persist_dir(tmp_path, llm=ScriptedLLM(respond), embed_model=HashEmbedding(dim=256))
+    assert loaded.config.final_reads == "pairs"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Based on the information provided, a small question could be:\n\nWhere was Tomas Halvard born?",
+        "Question: Where was Tomas Halvard born?",
+        "**Question:** Where was Tomas Halvard born?\nAnswer: Dunmere",
+    ],
+)
+def test_the_sub_question_is_the_replys_question_not_its_preamble_or_label(reply):
+    """Issue 41: the 1.5B opened 13 of 179 replies of the rows of record with a preamble ("Based on the information
+    provided, a small question could be:") that was retrieved for and answered as the sub-question, and labelled
+    33 "Question: …"; the question line is read, without its label."""
+
+    def replies(prompt: str) -> str:
+        return reply if prompt.startswith("Instruction: Your task") else respond(prompt)
+
+    response = build(llm=ScriptedLLM(replies), kg=FakeKG("Tomas Halvard")).as_query_engine().query("Q?")
+    assert response.metadata["sub_questions"] == ["Q?", "Where was Tomas Halvard born?"]
+
+
 def test_empty_kg_answer_skips_sub_questions():
     llm = ScriptedLLM(respond)
     response = build(llm=llm, kg=FakeKG(""), config=PAPER).as_query_engine().query("Q?")
