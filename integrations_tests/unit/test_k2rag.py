@@ -353,9 +353,9 @@ def test_final_reads_is_kept_with_the_index(tmp_path):
     ],
 )
 def test_the_sub_question_is_the_replys_question_not_its_preamble_or_label(reply):
-    """Issue 41: the 1.5B opened 13 of 179 replies of the rows of record with a preamble ("Based on the information
-    provided, a small question could be:") that was retrieved for and answered as the sub-question, and labelled
-    33 "Question: …"; the question line is read, without its label."""
+    """Issue 41: the 1.5B opened 13 of 216 replies (rows of record, tuning pools) with a preamble ("Based on the
+    information provided, a small question could be:") that was retrieved for and answered as the sub-question, and
+    labelled 33 "Question: …"; the question line is read, without its label."""
 
     def replies(prompt: str) -> str:
         return reply if prompt.startswith("Instruction: Your task") else respond(prompt)
