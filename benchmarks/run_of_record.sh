@@ -15,8 +15,10 @@
 # (72c327f still holds the first run's benchmarks/results/hotpotqa-dev20, now under first-run/: remove it in the
 # worktree before built-hotpotqa's first start, or its rows are set aside into the new folder.)
 # K2RAG's rows were re-run on 2026-12-04 with the code of a6b8635 (--methods k2rag,naive@k2rag; every build call
-# replayed from the cache; its graph's triples in one order since 91a4340 and f5e2726, so its answers replay). Later
-# commits that change K2RAG's source but no answer set those rows aside: resume them from a worktree at 66833af, as above.
+# replayed from the cache; its graph's triples in one order since 91a4340 and f5e2726, so its answers replay), and on
+# 2026-12-05 with the code of 6970e1e (the sub-question repair). The next commit moved the question-line reader that
+# ReSP and K2RAG share into multihop_rag/llm/questions.py, which changes both packages' code hash but no answer: resume
+# from a worktree at 6970e1e, as above, or let the rows be set aside and replay (every call is in the cache).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -27,7 +27,7 @@ Algorithm 1 of the paper, node by node::
   one already looked up — ends the loop (``stop_reason = "repeated_sub_question"``). The paper has no
   repeat rule: its loop runs until the judge says Yes or the bound; small models that plan the
   question again would retrieve the same documents every round. A reply that asks nothing (the
-  planner stating what it knows, :func:`sub_question_of`) is re-planned the same way.
+  planner stating what it knows, :func:`~multihop_rag.llm.questions.sub_question_of`) is re-planned the same way.
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
   paper's memory-only generator), the documents every round retrieved, each once, in rank order — once the
   run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
@@ -66,6 +66,7 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
@@ -124,32 +125,6 @@ def _local_answer(text: str) -> str:
 def _global_summary(text: str) -> str:
     text = text.split("[DONE]")[0].strip()
     return re.sub(r"^(Passage|Response)\s*:\s*", "", text, flags=re.IGNORECASE).strip()
-
-
-_THOUGHT_PREFIX = re.compile(r"^\W*(\[?you(r)? thought\]?|thought|sub-?question|question)\s*:\s*", re.IGNORECASE)
-
-
-_QUESTION_START = re.compile(
-    r"^((who|whom|whose|what|which|when|where|why|how|is|are|was|were|do|does|did|can|could|has|have|had)\b"
-    r"|(in|on|at|from|for|to|of|by|with|after|before|during)\s+(which|what|whom|whose|how)\b)",
-    re.IGNORECASE,
-)
-
-
-def _is_question(line: str) -> bool:
-    return line.endswith("?") or bool(_QUESTION_START.match(line))
-
-
-def sub_question_of(reply: Reply) -> str:
-    """The planned sub-question: the reply's first line that asks something (ends in "?" or opens
-    like a question), without a "Thought:"-like prefix. A reply that asks nothing ("Based on the
-    information provided, X died in 1758."), or whose only line was cut at the token cap, holds no
-    sub-question: ""."""
-    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
-    if reply.truncated and lines:
-        lines.pop()  # the cut line
-    asked = (_THOUGHT_PREFIX.sub("", line).strip().strip('"').strip() for line in lines)
-    return next((line for line in asked if _is_question(line)), "")
 
 
 _DOCUMENT_LABEL = re.compile(r"\W*doc(ument)?\s*\d+\W*", re.IGNORECASE)

@@ -23,7 +23,6 @@ its answer (``kg_step="context"``); ``retrieve_for_question=False, kg_step="answ
 
 from __future__ import annotations
 
-import re
 import time
 from itertools import chain
 from typing import Any, Literal
@@ -41,6 +40,8 @@ from llama_index_k2rag.kg import KnowledgeGraph
 from llama_index_k2rag.summarizers import Summarizer
 from multihop_rag.frameworks.llama_index import TokenBudget
 from multihop_rag.indexing.text import chunk_tokens
+from multihop_rag.llm.calls import Reply
+from multihop_rag.llm.questions import sub_question_of
 
 __all__ = ["K2RAGQueryEngine", "NaiveQueryEngine", "PIPELINES"]
 
@@ -57,17 +58,6 @@ def _add_sources(sources: dict[str, NodeWithScore], hits: list[NodeWithScore]) -
     """Each hit once, at its first place."""
     for hit in hits:
         sources.setdefault(hit.node.node_id, hit)
-
-
-_LABEL = re.compile(r"^\W*question\W*:\W*", re.IGNORECASE)
-"""A label the small models put before a question ("Question: ", "**Question:** ")."""
-
-
-def _sub_question(reply: str) -> str:
-    """The reply's first line that asks something, without its label; else its first line (a reply with no
-    question mark)."""
-    lines = [line for line in (_LABEL.sub("", raw.strip()).strip() for raw in reply.splitlines()) if line]
-    return next((line for line in lines if "?" in line), lines[0] if lines else "")
 
 
 class K2RAGQueryEngine(CustomQueryEngine):
@@ -107,7 +97,7 @@ class K2RAGQueryEngine(CustomQueryEngine):
         sub_questions, sub_answers = [], []
         sources: dict[str, NodeWithScore] = {}
         question_hits: list[NodeWithScore] = []
-        written = (_sub_question(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text) or chunk for chunk in chunks)
+        written = (sub_question_of(Reply(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text)) or chunk for chunk in chunks)
         for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
             hits = self.retriever.retrieve(sub_question)
             if sub_question == query_str:

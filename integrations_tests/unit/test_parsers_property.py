@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from integrations_tests.fakes import ScriptedLLM
-from langchain_resp.graph import sub_question_of
 from langgraph_hirag.replies import final_line, first_line, said_enough
 from llama_index_garlic.build import BuildReport, _summarize, parse_information_points
 from llama_index_k2rag.triples import TripleParser
 from multihop_rag.llm.calls import Reply
+from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import OUTCOMES, StructuredStats, generate_json, parse_label
 from multihop_rag.serving.llamacpp_server import drop_cut_record
 
