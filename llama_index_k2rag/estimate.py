@@ -1,8 +1,8 @@
 """K²RAG's build cost before it runs (:mod:`multihop_rag.estimate`).
 
 Exact: which documents are long enough to summarize and their windows (the summarizer's own rule),
-the summary prompts. Predicted: a summary is ``SUMMARY_RATIO`` of its window (at most the summary
-cap), and a knowledge-graph extraction call generates ``KG_REPLY_TOKENS`` (the 0.5B run of record:
+the summary prompts. Predicted: a summary is ``SUMMARY_RATIO`` of its window, or the share ``summary_share`` asks
+for (at most the summary cap), and a knowledge-graph extraction call generates ``KG_REPLY_TOKENS`` (the 0.5B run of record:
 29,512 prompt and 21,036 generated tokens for 40 summaries and 104 extraction calls); the KG chunks
 are counted on the predicted summaries with §3.1.2's S and O.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from llama_index_k2rag import prompts
 from llama_index_k2rag.config import K2RAGConfig
+from llama_index_k2rag.summarizers import summary_request, summary_tokens
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate, StageEstimate
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
@@ -35,9 +35,11 @@ def estimate(passages: Sequence[Passage], config: K2RAGConfig, *, summarize: boo
         kept = n
         if summarize and n >= config.min_summary_tokens:
             windows = chunk_tokens(passage.text, window_tokens, 0)
-            replies = [min(max_summary_tokens, int(count_tokens(w) * SUMMARY_RATIO)) for w in windows]
+            share = config.summary_share
+            replies = [summary_tokens(w, share, max_summary_tokens) if share else min(max_summary_tokens, int(count_tokens(w) * SUMMARY_RATIO))
+                       for w in windows]
             summary.calls += len(windows)
-            summary.prompt_tokens += sum(count_tokens(prompts.SUMMARIZE.format(text=w)) for w in windows)
+            summary.prompt_tokens += sum(count_tokens(summary_request(w, share, max_summary_tokens)[0]) for w in windows)
             summary.completion_tokens += sum(replies)
             kept = sum(replies)
         step = config.kg_chunk_size - config.kg_chunk_overlap

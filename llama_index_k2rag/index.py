@@ -120,7 +120,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         self.llm = cached_llm(llm, cache)
         self.embed_model = embed_model
         self.max_concurrency = max_concurrency or default_concurrency(self.llm)
-        self.summarizer = make_summarizer(summarizer, self.llm, self.config.min_summary_tokens)
+        self.summarizer = make_summarizer(summarizer, self.llm, self.config.min_summary_tokens, self.config.summary_share)
         if kg is not None and not isinstance(kg, (str, KnowledgeGraph)):
             raise ValueError(f"kg must be 'property', 'graphrag', None or a KnowledgeGraph, not {kg!r}")
         if isinstance(kg, str) and kg not in ("property", "graphrag"):

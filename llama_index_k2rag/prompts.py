@@ -37,3 +37,11 @@ SUMMARIZE = PromptTemplate(
     "Summary:"
 )
 """The LLM summarizer's prompt (the paper's LED summarizer needs none)."""
+
+SUMMARIZE_WITHIN = PromptTemplate(
+    "Summarize the text below in at most {words} words. Keep every name, date, number and place; "
+    "add nothing that is not in the text.\n\n"
+    "Text: {text}\n\n"
+    "Summary:"
+)
+"""The LLM summarizer's prompt when a summary is asked for within a share of its text (``summary_share``)."""

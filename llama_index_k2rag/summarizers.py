@@ -28,7 +28,7 @@ from llama_index_k2rag import prompts
 from multihop_rag.indexing.text import chunk_tokens, complete_sentences, count_tokens
 from multihop_rag.llm.calls import Call, call
 
-__all__ = ["Summarizer", "LLMSummarizer", "Seq2SeqSummarizer", "NoSummarizer", "make_summarizer"]
+__all__ = ["Summarizer", "LLMSummarizer", "Seq2SeqSummarizer", "NoSummarizer", "make_summarizer", "summary_request", "summary_tokens"]
 
 
 @runtime_checkable
@@ -58,6 +58,9 @@ class LLMSummarizer:
     min_tokens: int = 128
     window_tokens: int = 3000
     max_summary_tokens: int = 512
+    max_share: float | None = None
+    """Ask for a summary of at most this share of its window's tokens (in words, the prompt's unit), its reply
+    stopped at 1.5 times that; None: "a few sentences", up to ``max_summary_tokens``."""
     name: str = "llm"
 
     def summarize(self, text: str) -> str:
@@ -65,10 +68,33 @@ class LLMSummarizer:
             return text
         parts = []
         for window in chunk_tokens(text, self.window_tokens, 0):
-            reply = call(Call(self.llm, prompts.SUMMARIZE.format(text=window), max_tokens=self.max_summary_tokens))
+            prompt, max_tokens = self.request(window)
+            reply = call(Call(self.llm, prompt, max_tokens=max_tokens))
             summary = complete_sentences(reply.text) if reply.truncated else reply.text.strip()
             parts.append(summary or window)
         return "\n".join(parts)
+
+    def request(self, window: str) -> tuple[str, int]:
+        """The prompt for one window and its reply's token limit."""
+        return summary_request(window, self.max_share, self.max_summary_tokens)
+
+
+WORDS_PER_TOKEN = 0.75
+"""English words per token, to ask for a length in the unit a model follows."""
+
+
+def summary_tokens(window: str, share: float, cap: int) -> int:
+    """The tokens a summary of ``window`` is asked for at ``share`` of its length (at most ``cap``)."""
+    return min(cap, round(count_tokens(window) * share))
+
+
+def summary_request(window: str, share: float | None, cap: int) -> tuple[str, int]:
+    """The LLM summarizer's prompt for ``window`` and its reply's token limit: "a few sentences" up to ``cap``
+    tokens, or (``share``) at most that share of the window, in words, stopped at 1.5 times it."""
+    if share is None:
+        return prompts.SUMMARIZE.format(text=window), cap
+    tokens = summary_tokens(window, share, cap)
+    return prompts.SUMMARIZE_WITHIN.format(text=window, words=round(tokens * WORDS_PER_TOKEN)), round(tokens * 1.5)
 
 
 @dataclass
@@ -100,12 +126,14 @@ class Seq2SeqSummarizer:
         return out[0]["summary_text"].strip() or text
 
 
-def make_summarizer(spec: str | Path | Summarizer | None, llm: LLM, min_tokens: int = 128) -> Summarizer:
-    """``"llm"``, ``"none"``/``None``, a local model folder, or a :class:`Summarizer` itself."""
+def make_summarizer(spec: str | Path | Summarizer | None, llm: LLM, min_tokens: int = 128,
+                    max_share: float | None = None) -> Summarizer:
+    """``"llm"``, ``"none"``/``None``, a local model folder, or a :class:`Summarizer` itself (``max_share``: the
+    LLM summarizer's)."""
     if isinstance(spec, Summarizer):
         return spec
     if spec is None or spec == "none":
         return NoSummarizer()
     if spec == "llm":
-        return LLMSummarizer(llm, min_tokens=min_tokens)
+        return LLMSummarizer(llm, min_tokens=min_tokens, max_share=max_share)
     return Seq2SeqSummarizer(str(spec), min_tokens=min_tokens)

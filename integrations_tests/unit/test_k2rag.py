@@ -134,6 +134,36 @@ def test_llm_summarizer_skips_short_texts_and_summarizes_long_ones():
     assert len(llm.prompts) == 1
 
 
+def test_a_summary_can_be_asked_for_within_a_share_of_its_text():
+    text = "Tomas Halvard designed the Kesh Bridge over the Sable River in 1843. " * 10
+    llm = ScriptedLLM(respond)
+    assert LLMSummarizer(llm, min_tokens=20, max_share=0.25).summarize(text) == "A summary."
+    asked = round(count_tokens(text) * 0.25)
+    assert f"at most {round(asked * 0.75)} words" in llm.prompts[0]
+    assert llm.calls_kwargs[0]["max_tokens"] == round(asked * 1.5)
+    LLMSummarizer(llm, min_tokens=20).summarize(text)  # the default asks for a few sentences, up to 512 tokens
+    assert "at most" not in llm.prompts[1] and llm.calls_kwargs[1]["max_tokens"] == 512
+
+
+def test_summary_share_is_kept_with_the_index_and_sizes_the_estimate(tmp_path):
+    from llama_index_k2rag.estimate import estimate
+    from multihop_rag.corpus import Passage
+
+    long_doc = Document(id_="long", text="Tomas Halvard built bridges in Dunmere. " * 40, metadata={"title": "Halvard"})
+    config = K2RAGConfig(min_summary_tokens=100, summary_share=0.2)
+    llm = ScriptedLLM(respond)
+    K2RAGIndex.from_documents([*DOCS, long_doc], llm=llm, embed_model=HashEmbedding(), kg=None, config=config,
+                              persist_dir=str(tmp_path), show_progress=False)
+    assert [p for p in llm.prompts if "at most" in p]
+    reloaded = K2RAGIndex.from_persist_dir(str(tmp_path), llm=ScriptedLLM(respond), embed_model=HashEmbedding())
+    assert reloaded.config.summary_share == 0.2
+    passages = [Passage(id="long", title="Halvard", text=long_doc.text)]
+    shares = {share: estimate(passages, K2RAGConfig(min_summary_tokens=100, summary_share=share), summarize=True).stages[0]
+              for share in (0.2, None)}
+    assert shares[0.2].completion_tokens == round(count_tokens(long_doc.text) * 0.2)
+    assert shares[0.2].completion_tokens < shares[None].completion_tokens
+
+
 def test_index_uses_the_summaries():
     long_doc = Document(id_="long", text="Tomas Halvard built bridges. " * 40, metadata={"title": "Halvard"})
     index = K2RAGIndex.from_documents(
