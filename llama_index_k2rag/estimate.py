@@ -36,8 +36,7 @@ def estimate(passages: Sequence[Passage], config: K2RAGConfig, *, summarize: boo
         if summarize and n >= config.min_summary_tokens:
             windows = chunk_tokens(passage.text, window_tokens, 0)
             share = config.summary_share
-            replies = [summary_tokens(w, share, max_summary_tokens) if share else min(max_summary_tokens, int(count_tokens(w) * SUMMARY_RATIO))
-                       for w in windows]
+            replies = [summary_tokens(w, share or SUMMARY_RATIO, max_summary_tokens) for w in windows]
             summary.calls += len(windows)
             summary.prompt_tokens += sum(count_tokens(summary_request(w, share, max_summary_tokens)[0]) for w in windows)
             summary.completion_tokens += sum(replies)

@@ -68,15 +68,11 @@ class LLMSummarizer:
             return text
         parts = []
         for window in chunk_tokens(text, self.window_tokens, 0):
-            prompt, max_tokens = self.request(window)
+            prompt, max_tokens = summary_request(window, self.max_share, self.max_summary_tokens)
             reply = call(Call(self.llm, prompt, max_tokens=max_tokens))
             summary = complete_sentences(reply.text) if reply.truncated else reply.text.strip()
             parts.append(summary or window)
         return "\n".join(parts)
-
-    def request(self, window: str) -> tuple[str, int]:
-        """The prompt for one window and its reply's token limit."""
-        return summary_request(window, self.max_share, self.max_summary_tokens)
 
 
 WORDS_PER_TOKEN = 0.75
