@@ -282,6 +282,7 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             dynamic_progress_control=config.dynamic_progress_control,
             fixed_nodes=config.fixed_nodes,
             start_nodes=config.start_nodes,
+            start_from=config.start_from,
             ask_after_chunk=config.ask_after_chunk,
             answer=answer,
         )

@@ -2,7 +2,8 @@
 
 1. The visited set S starts as the top-level nodes (if they do not fit the window, the ones
    most similar to the query that fit in half of it, as the paper's fixed-budget ablation does;
-   with ``start_nodes``, that many of the most similar).
+   with ``start_nodes``, that many of the most similar; with ``start_from="all_levels"``, of the
+   whole graph's nodes, chunks included).
 2. The LLM gets Table 5's first turn — the question and S in visit order — and answers Yes/No (with
    ``ask_after_chunk``, only once S holds a level-1 chunk; until then step 3 runs unasked).
 3. On "No" (or a "Yes" short of the stop patience p) every unvisited node is scored by
@@ -31,7 +32,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -43,7 +44,7 @@ from llama_index_garlic.graph import SummaryGraph, next_node_scores, position_we
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.structured import StructuredStats, generate_label
 
-__all__ = ["Controller", "LLMController", "SearchResult", "graph_search"]
+__all__ = ["Controller", "LLMController", "SearchResult", "StartFrom", "graph_search"]
 
 _YES_NO_QUESTION = re.compile(
     r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b", re.IGNORECASE
@@ -130,8 +131,14 @@ class SearchResult:
     search had when it stopped for another reason."""
 
 
-def _initial(graph: SummaryGraph, similarity: np.ndarray, budget: int, limit: int | None = None) -> list[int]:
-    top = [graph.position[n.id] for n in graph.top_level]
+StartFrom = Literal["top_level", "all_levels"]
+"""Where a search's first nodes are drawn from: the top level (§3.2.1) or every level."""
+
+
+def _initial(
+    graph: SummaryGraph, similarity: np.ndarray, budget: int, limit: int | None = None, start_from: StartFrom = "top_level"
+) -> list[int]:
+    top = [graph.position[n.id] for n in (graph.top_level if start_from == "top_level" else graph.nodes)]
     if limit is not None:
         top = sorted(top, key=lambda i: -similarity[i])[: max(1, limit)]
     if sum(graph.nodes[i].tokens + 2 for i in top) <= budget:
@@ -163,6 +170,7 @@ def graph_search(
     dynamic_progress_control: bool = True,
     fixed_nodes: int = 17,
     start_nodes: int | None = None,
+    start_from: StartFrom = "top_level",
     ask_after_chunk: bool = False,
     answer: bool = True,
 ) -> SearchResult:
@@ -199,7 +207,7 @@ def graph_search(
     limit = start_nodes
     if limit is None and not dynamic_progress_control:
         limit = fixed_nodes // len(graph.levels)
-    start = _initial(graph, similarity, room, limit)
+    start = _initial(graph, similarity, room, limit, start_from)
     visit(start, [None] * len(start))
     calls_before = controller.calls
     replies: list[str] = []

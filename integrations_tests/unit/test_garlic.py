@@ -561,6 +561,20 @@ def test_start_nodes_starts_from_the_most_query_similar_top_level_nodes_and_asks
     assert whole.visited == ["i1", "i2"]  # None: the whole top level (§3.2.1)
 
 
+def test_start_from_all_levels_starts_from_the_most_query_similar_nodes_of_any_level():
+    """Issue 41: on the run of record's pools the top level is 48–96 paraphrases of unrelated passages, and the 1.5B
+    answered from the 4 it started from; ``start_from="all_levels"`` starts from the most query-similar nodes of the
+    whole graph, chunks included."""
+    graph = hand_graph()
+    similarity = graph.similarity(HashEmbedding()._vector("Who designed the Kesh Bridge?"))
+    best = [graph.nodes[i].id for i in np.argsort(-similarity)[:2]]
+    result, _ = search(graph, "Who designed the Kesh Bridge?", ["Yes"], start_nodes=2, start_from="all_levels")
+    assert result.visited == best and result.scores == [None, None] and result.replies == ["Yes"]
+    assert any(node.startswith("c") for node in result.visited)
+    top, _ = search(graph, "Who designed the Kesh Bridge?", ["Yes"], start_nodes=2)
+    assert sorted(top.visited) == ["i1", "i2"]  # "top_level" (§3.2.1): the top level's most similar
+
+
 def test_ask_after_chunk_asks_yes_no_only_once_a_chunk_is_in_the_information():
     """Issue 41: the 1.5B said "Yes" over top-level paraphrases before any chunk in most searches of the run of
     record's pools; with ``ask_after_chunk`` the search goes down without a Yes/No until it has read a chunk."""
