@@ -22,7 +22,8 @@
 # K2RAG's config gained summary_share (default None, the summaries the rows were built with) on 2026-12-05: its rows
 # are set aside and replay the same way (so after the mend that followed it, which changes no call).
 # GARLIC's search gained start_from (default "top_level", the search the rows were answered with) on 2026-12-05:
-# its rows are set aside and replay the same way.
+# its rows are set aside and replay the same way (HotpotQA's 20 replayed that day: every answer the same; the live
+# rows and their seconds were kept in the folder).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
