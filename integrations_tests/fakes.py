@@ -64,8 +64,9 @@ class HashEmbeddings(Embeddings):
 class ScriptedLLM(CustomLLM):
     """A LlamaIndex LLM whose answers come from a list (in order) or a function of the prompt.
 
-    An answer is a text, or ``(text, finish_reason)`` (``"length"``: cut at the token limit).
-    Records every prompt and the keyword arguments it was called with.
+    An answer is a text, ``(text, finish_reason)`` (``"length"``: cut at the token limit), or ``(text, finish_reason,
+    {token: logprob})`` — the first token's alternatives, returned in llama.cpp's (OpenAI's) shape when the call asks
+    for ``top_logprobs``. Records every prompt and the keyword arguments it was called with.
     """
 
     script: Any = Field(default=None, exclude=True)
@@ -100,9 +101,13 @@ class ScriptedLLM(CustomLLM):
         self._prompts.append(prompt)
         self._kwargs.append(kwargs)
         answer = self._next(prompt)
-        text, reason = answer if isinstance(answer, tuple) else (answer, "stop")
+        text, reason, alternatives = (*answer, {})[:3] if isinstance(answer, tuple) else (answer, "stop", {})
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
-        return CompletionResponse(text=text, raw={"finish_reason": reason, "usage": usage})
+        choice: dict[str, Any] = {"finish_reason": reason}
+        if kwargs.get("top_logprobs") and alternatives:
+            top = [{"token": t, "logprob": lp} for t, lp in alternatives.items()]
+            choice["logprobs"] = {"content": [{**top[0], "top_logprobs": top}]}
+        return CompletionResponse(text=text, raw={"choices": [choice], "usage": usage})
 
     @property
     def streamed(self) -> int:

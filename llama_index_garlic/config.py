@@ -84,11 +84,26 @@ class GarlicConfig(BaseModel):
         "HotpotQA tuning pool (questions 101–120), every other call replayed: support@10 0.45 → 0.63 but F1 0.294 → "
         "0.266 (2 answers better, 2 worse; naive 0.317), 7.0 calls a question against 7.8; so it is off.",
     )
+    yes_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Dynamic Progress Control says Yes when P(Yes), read from a free reply's first token against No's, "
+        "reaches this; a backend returning no logprobs (LlamaIndex's Ollama) falls back to the reply. None: the model's "
+        "reply, constrained to {\"answer\": \"Yes\"|\"No\"} where the backend allows it (§3.2.1, Table 5). Ours, as "
+        "ReSP's judge_threshold: constrained so, the 1.5B said Yes over the four unrelated top-level points it started "
+        "from in most of the run of record's MuSiQue searches (issue 41). Measured at 0.5 on 2Wiki dev 101–120: the "
+        "1.5B's P(Yes) stays at 0.10–0.40 step after step, so 2 of the first 3 searches read to the window (32 and 71 "
+        "nodes), 205 s a question against 67, no answer scoring otherwise; stopped there, and None stays.",
+    )
     short_answer: bool = Field(
-        False,
+        True,
         description="Every answer prompt also asks for as few words as possible, SiReRAG §5.4's instruction that the "
-        "other methods' readers carry (ours: Table 5 asks 'as concisely as you can', and the 1.5B answered with a "
-        "whole sentence in 10 of 20 HotpotQA runs; issue 41).",
+        "other methods' readers carry, naive RAG's included (ours; False: Table 5's 'as concisely as you can' alone, "
+        "which the 1.5B answers with a sentence restating the question in 11 of 20 2Wiki and 17 of 20 MuSiQue tuning "
+        "runs). On the tuning pools of questions 101–120, the search replayed: MuSiQue F1 0.045 → 0.124 (3 better, none "
+        "worse), 2Wiki 0.301 → 0.333 (2 better, 1 worse); HotpotQA 0.207 → 0.233 under the paper's search (2 / 2) and 0.241 → "
+        "0.237 without its attention search (5 / 3; issue 41).",
     )
     summary: Literal["graph", "tree", "none"] = Field(
         "graph",

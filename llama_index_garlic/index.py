@@ -271,7 +271,9 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
             self.graph,
             question,
             query_embedding=self.embed_model.get_query_embedding(question),
-            controller=LLMController(self.llm, self.structured, short_answer=config.short_answer),
+            controller=LLMController(
+                self.llm, self.structured, short_answer=config.short_answer, yes_threshold=config.yes_threshold
+            ),
             attention=self.attention_model,
             stop_patience=stop_patience or config.stop_patience,
             budget=config.search_budget(self.llm.metadata.context_window),

@@ -91,6 +91,8 @@ class GarlicAnswerer:
                                      kind="chunk" if chunk else "information_point"))
         info = {"stop_reason": result.stop_reason, "complete": result.complete, "visited": len(result.visited),
                 "limit_hit": result.stop_reason in ("budget", "max_steps")}
+        if result.yes_probabilities:
+            info["yes_probabilities"] = [None if p is None else round(p, 4) for p in result.yes_probabilities]
         return Answer(question, (result.answer or "").strip(), evidence, time.perf_counter() - started, info=info)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:

@@ -46,6 +46,7 @@ def _metadata(result: SearchResult) -> dict[str, Any]:
     return {
         "visited": result.visited,
         "replies": result.replies,
+        "yes_probabilities": result.yes_probabilities,
         "stop_reason": result.stop_reason,
         "scoring": result.scoring,
         "llm_calls": result.llm_calls,

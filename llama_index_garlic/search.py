@@ -42,7 +42,8 @@ from llama_index_garlic import prompts
 from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.graph import SummaryGraph, next_node_scores, position_weighted
 from multihop_rag.indexing.text import count_tokens
-from multihop_rag.llm.structured import StructuredStats, generate_label
+from multihop_rag.llm.calls import run
+from multihop_rag.llm.structured import StructuredStats, generate_label, label_probability_dialogue
 
 __all__ = ["Controller", "LLMController", "SearchResult", "StartFrom", "graph_search"]
 
@@ -70,18 +71,30 @@ class Controller(Protocol):
 
 
 class LLMController:
-    """Table 5 with a LlamaIndex LLM: constrained Yes/No where the backend allows it, parsed otherwise."""
+    """Table 5 with a LlamaIndex LLM: constrained Yes/No where the backend allows it, parsed otherwise; with
+    ``yes_threshold``, "Yes" when P(Yes) from a free reply's first token reaches it."""
 
-    def __init__(self, llm: LLM, stats: StructuredStats | None = None, short_answer: bool = False):
+    def __init__(
+        self, llm: LLM, stats: StructuredStats | None = None, short_answer: bool = False, yes_threshold: float | None = None
+    ):
         self.llm = llm
         self.stats = stats
         self.instruction = prompts.SHORT_ANSWER if short_answer else ""
         """Added to every answer prompt (``GarlicConfig.short_answer``)."""
+        self.yes_threshold = yes_threshold
         self.calls = 0
         self.echoes = 0
         """Second turns that came back as Yes/No (bare or leading the reply) and were asked again."""
+        self.probabilities: list[float | None] = []
+        """With ``yes_threshold``: P(Yes) of each Yes/No asked (None where the backend returned no logprobs)."""
 
     def sufficient(self, prompt: str) -> str:
+        if self.yes_threshold is not None:
+            self.calls += 1
+            p_yes = run(label_probability_dialogue(self.llm, prompt))
+            self.probabilities.append(p_yes)
+            if p_yes is not None:
+                return "Yes" if p_yes >= self.yes_threshold else "No"
         self.calls += 1
         return generate_label(self.llm, prompt, ("Yes", "No"), default="No", stats=self.stats)
 
@@ -114,6 +127,8 @@ class SearchResult:
     """Score each node had when chosen (None for the starting top level)."""
     replies: list[str]
     """The LLM's Yes/No after each step."""
+    yes_probabilities: list[float | None]
+    """P(Yes) each Yes/No was decided from (a controller with a ``yes_threshold``; else empty)."""
     stop_reason: str
     """``yes`` (p-th Yes), ``budget`` (window full), ``max_steps``, ``exhausted`` (all visited) or
     ``fixed_nodes`` (no Dynamic Progress Control)."""
@@ -210,6 +225,7 @@ def graph_search(
     start = _initial(graph, similarity, room, limit, start_from)
     visit(start, [None] * len(start))
     calls_before = controller.calls
+    judged_before = len(getattr(controller, "probabilities", []))
     replies: list[str] = []
     yes, steps = 0, 0
 
@@ -252,6 +268,7 @@ def graph_search(
         visited=[graph.nodes[i].id for i in order],
         scores=chosen_scores,
         replies=replies,
+        yes_probabilities=list(getattr(controller, "probabilities", [])[judged_before:]),
         stop_reason=reason,
         scoring=("attention+embedding" if embedding_search else "attention") if use_attention else "embedding",
         prompt_tokens=count_tokens(final),

@@ -118,6 +118,19 @@ def test_the_first_tokens_logprobs_come_from_the_row_sampled_from(lc_chat):
     assert call(Call(lc_chat, prompt, max_tokens=1)).first_token_logprobs == {}
 
 
+def test_the_llama_index_adapter_reads_the_same_first_token_logprobs_and_caches_them(li_llm, lc_chat, tmp_path):
+    """Issue 41: GARLIC's Yes/No reads P(Yes) through the LlamaIndex adapter, as ReSP's judge does through LangChain's."""
+    from multihop_rag.llm.cache import LLMCache
+    from multihop_rag.llm.calls import Call, call
+
+    prompt = f"{PASSAGE}\n\nWas the Kesh Bridge designed by Tomas Halvard? Reply Yes or No."
+    langchain = call(Call(lc_chat, prompt, max_tokens=1, top_logprobs=5)).first_token_logprobs
+    cached = CachedLLM(inner=li_llm, cache=LLMCache(tmp_path / "calls.sqlite"))
+    made, replayed = (call(Call(cached, prompt, max_tokens=1, top_logprobs=5)).first_token_logprobs for _ in range(2))
+    assert len(made) == 5 and made == replayed and cached.usage.cache_hits == 1
+    assert made.keys() == langchain.keys() and all(abs(made[t] - langchain[t]) < 1e-3 for t in made)
+
+
 def test_prompt_lookup_decoding_runs_and_answers(li_llm):
     """Issue 42: prompt-lookup speculative decoding (``prompt_lookup=``) drafts tokens from the prompt. llama-cpp-python
     sized its logits for a drafting model by the ``logits_all`` argument alone, so the first call longer than a batch

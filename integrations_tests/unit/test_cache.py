@@ -189,6 +189,20 @@ def test_a_cached_reply_keeps_its_first_token_logprobs(tmp_path):
     assert call(Call(model, "Enough?", max_tokens=1)).first_token_logprobs == {} and len(model.prompts) == 2
 
 
+def test_a_llama_index_reply_keeps_its_first_token_logprobs_through_the_cache(tmp_path):
+    """Issue 41: GARLIC's Yes/No reads P(Yes) as ReSP's judge does, through a LlamaIndex LLM; the alternatives come
+    back on the call and replay from a committed cache."""
+    import math
+
+    alternatives = {"Yes": math.log(0.6), "No": math.log(0.4)}
+    inner = ScriptedLLM(lambda prompt: ("Yes", "stop", alternatives))
+    model = CachedLLM(inner=inner, cache=LLMCache(tmp_path / "c.sqlite"))
+    first, replayed = (call(Call(model, "Enough?", max_tokens=1, top_logprobs=5)) for _ in range(2))
+    assert first.first_token_logprobs == replayed.first_token_logprobs == alternatives and len(inner.prompts) == 1
+    assert inner.calls_kwargs[0]["top_logprobs"] == 5
+    assert call(Call(model, "Enough?", max_tokens=1)).first_token_logprobs == {} and len(inner.prompts) == 2
+
+
 def test_a_setting_added_later_keeps_older_caches_replaying_while_it_is_off(tmp_path):
     """``prompt_lookup`` joined the embedded model's settings after the run of record's caches were committed: in
     every key it made each cached call a miss (the 2Wiki naive rows ran their calls again). Off, it is left out of

@@ -1010,3 +1010,66 @@ def test_a_failed_unpacking_says_so_and_leaves_no_folder_that_would_load(tmp_pat
     with pytest.raises(RuntimeError, match="unpacking .*tiny.gguf.* failed .*exit code 1"):
         gguf_weights.unpacked_weights(gguf, "bfloat16")
     assert [p.name.endswith(".partial") for p in (tmp_path / "cache" / "attention").iterdir() if p.is_dir()] == [True]
+
+
+def test_a_yes_threshold_reads_p_yes_from_a_free_first_token_and_falls_back_to_the_label():
+    """Issue 41: asked for ``{"answer": "Yes"|"No"}``, the 1.5B says "Yes" over four unrelated top-level points in
+    most searches (ReSP's judge did the same until it read P(Yes) from a free first token). With ``yes_threshold``
+    the search goes on until P(Yes) reaches it; a backend returning no logprobs gets the constrained label."""
+    import math
+
+    from llama_index_garlic import prompts
+    from llama_index_garlic.search import LLMController
+
+    first = prompts.FIRST_TURN.format(question="Into which lake?", information=prompts.bullet("The Orrin flows on."))
+    unsure = {"Yes": math.log(0.6), "No": math.log(0.3), "The": math.log(0.1)}  # P(Yes) among the labels: 2/3
+    for threshold, label in ((0.5, "Yes"), (0.8, "No")):
+        llm = ScriptedLLM(lambda prompt: ("Yes", "stop", unsure))
+        controller = LLMController(llm, yes_threshold=threshold)
+        assert controller.sufficient(first) == label
+        assert controller.calls == 1 and controller.probabilities == [pytest.approx(2 / 3)]
+        assert llm.calls_kwargs[0]["top_logprobs"] and llm.calls_kwargs[0]["max_tokens"] == 1
+        assert "format" not in llm.calls_kwargs[0] and len(llm.prompts) == 1  # one free first token
+    llm = ScriptedLLM(lambda prompt: "No" if llm.calls_kwargs[-1].get("top_logprobs") else '{"answer": "Yes"}')
+    controller = LLMController(llm, yes_threshold=0.5)  # no logprobs came back: the label decides
+    assert controller.sufficient(first) == "Yes" and controller.calls == 2 and controller.probabilities == [None]
+    assert LLMController(ScriptedLLM(lambda prompt: '{"answer": "Yes"}')).sufficient(first) == "Yes"  # the paper's
+
+
+def test_the_search_records_each_steps_p_yes():
+    """The trace keeps what each Yes/No was decided from, so a threshold can be read off the recorded searches."""
+
+    class Judged(Script):
+        def __init__(self, replies, probabilities):
+            super().__init__(replies)
+            self.planned, self.probabilities = list(probabilities), []
+
+        def sufficient(self, prompt):
+            self.probabilities.append(self.planned.pop(0))
+            return super().sufficient(prompt)
+
+    controller = Judged(["No", "No", "Yes"], [0.2, None, 0.9])
+    result = graph_search(hand_graph(), "Who designed the bridge?", query_embedding=HashEmbedding()._vector("bridge"),
+                          controller=controller)
+    assert result.replies == ["No", "No", "Yes"] and result.yes_probabilities == [0.2, None, 0.9]
+    assert search(hand_graph(), "Who designed the bridge?", ["Yes"])[0].yes_probabilities == []
+
+
+def test_the_yes_threshold_reaches_the_index_search_and_a_backend_without_logprobs_searches_as_the_paper(index, monkeypatch):
+    from llama_index_garlic import index as index_module
+
+    question = "Which river does the Kesh Bridge cross?"
+    thresholds = []
+
+    def spy(*args, **kwargs):
+        thresholds.append(kwargs["controller"].yes_threshold)
+        return graph_search(*args, **kwargs)
+
+    monkeypatch.setattr(index_module, "graph_search", spy)
+    paper = index.as_query_engine().query(question).metadata
+    monkeypatch.setattr(index, "config", index.config.model_copy(update={"yes_threshold": 0.7}))
+    judged = index.as_query_engine().query(question).metadata
+    assert thresholds == [None, 0.7]
+    assert judged["visited"] == paper["visited"] and judged["replies"] == paper["replies"]
+    assert judged["yes_probabilities"] == [None] * len(paper["replies"]) and paper["yes_probabilities"] == []
+    assert judged["llm_calls"] == paper["llm_calls"] + len(paper["replies"])  # each asked for P(Yes) first

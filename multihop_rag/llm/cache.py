@@ -50,7 +50,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from multihop_rag.llm.calls import finish_reason, strip_thinking
+from multihop_rag.llm.calls import finish_reason, raw_logprobs, strip_thinking
 from multihop_rag.llm.line_limit import aread_lines, first_lines, read_lines
 from multihop_rag.llm.usage import CallClock, Usage
 
@@ -258,12 +258,14 @@ class CachedLLM(LLM):
         text, _ = strip_thinking(text or "")
         if self.cache is not None and text.strip():
             record = {"text": text, "finish_reason": finish_reason(raw), "completion_tokens": completion}
+            if (logprobs := raw_logprobs(raw)) is not None:
+                record["logprobs"] = logprobs
             self.cache.put(key, json.dumps(record))
         return text
 
     @staticmethod
     def _raw(hit: dict[str, Any]) -> dict[str, Any]:
-        return {"finish_reason": hit.get("finish_reason"), "cached": True,
+        return {"finish_reason": hit.get("finish_reason"), "cached": True, "logprobs": hit.get("logprobs"),
                 "usage": {"prompt_tokens": 0, "completion_tokens": hit.get("completion_tokens", 0)}}
 
     @staticmethod

@@ -112,7 +112,8 @@ class Reply:
     raw: Any = field(default=None, repr=False)
     first_token_logprobs: dict[str, float] = field(default_factory=dict)
     """With ``Call.top_logprobs``: the first generated token's alternatives, token text → log probability
-    (LangChain chat models on llama.cpp, Ollama and OpenAI-compatible servers; empty where none come back)."""
+    (LangChain chat models on llama.cpp, Ollama and OpenAI-compatible servers, LlamaIndex LLMs on llama.cpp and
+    OpenAI-compatible servers; empty where none come back, e.g. LlamaIndex's Ollama, which does not ask for them)."""
 
 
 Dialogue = Generator[Any, Any, T]
@@ -180,7 +181,27 @@ def _llama_index_kwargs(c: Call) -> dict[str, Any]:
         kwargs["stop"] = list(c.stop)
     if c.schema is not None and supports_format(c.model):
         kwargs["format"] = c.schema
+    if c.top_logprobs:
+        kwargs.update(logprobs=True, top_logprobs=c.top_logprobs)  # OpenAI's pair; llama.cpp reads top_logprobs
     return kwargs
+
+
+def raw_logprobs(raw: Any) -> Any:
+    """The ``logprobs`` of a LlamaIndex reply's raw response (None if it has none): of its first choice (llama.cpp's
+    dict, the OpenAI client's object), or of a reply replayed from the LLM-call cache."""
+    if hasattr(raw, "model_dump"):
+        raw = raw.model_dump()
+    if not isinstance(raw, dict):
+        return None
+    choices = raw.get("choices") or [{}]
+    return raw.get("logprobs") or choices[0].get("logprobs")
+
+
+def _from_llama_index(text: str, raw: Any, c: Call) -> Reply:
+    reply = _finish(text, finish_reason(raw), *_usage(raw), c.max_tokens, raw)
+    if c.top_logprobs:
+        reply.first_token_logprobs = first_token_logprobs(raw_logprobs(raw))
+    return reply
 
 
 def _langchain_model(c: Call) -> tuple[BaseChatModel, dict[str, Any]]:
@@ -237,7 +258,7 @@ def call(c: Call) -> Reply:
     else:
         completion = c.model.complete(c.prompt, **kwargs)  # type: ignore[arg-type]
         text, raw = completion.text, completion.raw
-    return _finish(text, finish_reason(raw), *_usage(raw), c.max_tokens, raw)
+    return _from_llama_index(text, raw, c)
 
 
 async def acall(c: Call) -> Reply:
@@ -252,7 +273,7 @@ async def acall(c: Call) -> Reply:
     else:
         completion = await c.model.acomplete(c.prompt, **kwargs)  # type: ignore[arg-type]
         text, raw = completion.text, completion.raw
-    return _finish(text, finish_reason(raw), *_usage(raw), c.max_tokens, raw)
+    return _from_llama_index(text, raw, c)
 
 
 def run(dialogue: Dialogue[T]) -> T:

@@ -228,7 +228,7 @@ class LlamaCppLLM(CustomLLM):
 
     def _params(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         params = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
-        params.update({k: v for k, v in kwargs.items() if k in {"max_tokens", "temperature", "stop", "format", "seed"}})
+        params.update({k: v for k, v in kwargs.items() if k in {"max_tokens", "temperature", "stop", "format", "seed", "top_logprobs"}})
         return params
 
     @staticmethod
