@@ -24,6 +24,9 @@
 # GARLIC's search gained start_from (default "top_level", the search the rows were answered with) on 2026-12-05:
 # its rows are set aside and replay the same way (HotpotQA's 20 replayed that day: every answer the same; the live
 # rows and their seconds were kept in the folder).
+# GARLIC's answers ask for as few words as possible since 2026-12-05 (short_answer=true, 41b9a30): its rows on all three
+# pools were re-run that day with the built-* steps (every search call replayed, the answers new; the other methods'
+# rows were current and kept, their indexes rebuilt from the cache).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
