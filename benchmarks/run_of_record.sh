@@ -26,7 +26,8 @@
 # rows and their seconds were kept in the folder).
 # GARLIC's answers ask for as few words as possible since 2026-12-05 (short_answer=true, 41b9a30): its rows on all three
 # pools were re-run that day with the built-* steps (every search call replayed, the answers new; the other methods'
-# rows were current and kept, their indexes rebuilt from the cache).
+# rows were current and kept, their indexes rebuilt from the cache). The mend after it (the controller's P(Yes) list in
+# its protocol) changes no call: the rows are set aside and replay.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -59,6 +59,8 @@ class Controller(Protocol):
     """Who decides when to stop and writes the answer (Table 5)."""
 
     calls: int
+    probabilities: list[float | None]
+    """P(Yes) each Yes/No was decided from, in order (empty for a controller that reads none)."""
 
     def sufficient(self, prompt: str) -> str:
         """``"Yes"`` or ``"No"`` for the first-turn prompt."""
@@ -225,7 +227,7 @@ def graph_search(
     start = _initial(graph, similarity, room, limit, start_from)
     visit(start, [None] * len(start))
     calls_before = controller.calls
-    judged_before = len(getattr(controller, "probabilities", []))
+    judged_before = len(controller.probabilities)
     replies: list[str] = []
     yes, steps = 0, 0
 
@@ -268,7 +270,7 @@ def graph_search(
         visited=[graph.nodes[i].id for i in order],
         scores=chosen_scores,
         replies=replies,
-        yes_probabilities=list(getattr(controller, "probabilities", [])[judged_before:]),
+        yes_probabilities=controller.probabilities[judged_before:],
         stop_reason=reason,
         scoring=("attention+embedding" if embedding_search else "attention") if use_attention else "embedding",
         prompt_tokens=count_tokens(final),

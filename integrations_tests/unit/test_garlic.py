@@ -83,6 +83,7 @@ class Script:
         self.replies = list(replies)
         self.calls = 0
         self.prompts = []
+        self.probabilities = []
 
     def sufficient(self, prompt):
         self.calls += 1
@@ -1042,7 +1043,7 @@ def test_the_search_records_each_steps_p_yes():
     class Judged(Script):
         def __init__(self, replies, probabilities):
             super().__init__(replies)
-            self.planned, self.probabilities = list(probabilities), []
+            self.planned = list(probabilities)
 
         def sufficient(self, prompt):
             self.probabilities.append(self.planned.pop(0))
