@@ -62,13 +62,6 @@ class ReSPConfig(BaseModel):
         "0.365 → 0.369, HotpotQA 0.501 → 0.484); on dev 101–200, 2 against 1: MuSiQue 0.188 against 0.198 (1 better "
         "at 1, none worse), 2Wiki 0.385 against 0.365 (none better at 1, 2 worse), so 2 stays.",
     )
-    reader_order: Literal["rounds", "interleaved"] = Field(
-        "rounds",
-        description="The order the generator reads the documents in, within reader_tokens: \"rounds\", round one's in "
-        "rank order, then round two's, as retrieved; \"interleaved\", each round's first document, then each round's "
-        "second, and so on, so a budget the size of one round also reads the documents the sub-questions found (ours; "
-        "the paper's generator reads no documents).",
-    )
     shared_prefixes: Literal["off", "documents", "all"] = Field(
         "off",
         description="Prompts open with what a round's calls share, so llama.cpp's prompt cache (and a server's) reads "

@@ -29,8 +29,7 @@ Algorithm 1 of the paper, node by node::
   question again would retrieve the same documents every round. A reply that asks nothing (the
   planner stating what it knows, :func:`~multihop_rag.llm.questions.sub_question_of`) is re-planned the same way.
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
-  paper's memory-only generator), the documents every round retrieved, each once, round by round in rank order (``reader_order="interleaved"``:
-  by rank across rounds) — once the
+  paper's memory-only generator), the documents every round retrieved, each once, in rank order — once the
   run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
   is only such a label ("Doc 2") is asked once more with the documents listed by title alone.
 
@@ -44,7 +43,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from itertools import zip_longest
 from typing import Any, Literal, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
@@ -111,16 +109,6 @@ def _unread(documents: Sequence[dict[str, str]], passages: Sequence[dict[str, st
 
 
 _LEADING_LABEL = re.compile(r"^\W*(yes|no)\b[\s,.:;!-]*", re.IGNORECASE)
-
-
-def interleaved(passages: Sequence[dict[str, str]], retrieved: Sequence[Sequence[str]]) -> list[dict[str, str]]:
-    """The documents of every round (``passages``, split by each round's count in ``retrieved``) by rank first:
-    each round's first, then each round's second, and so on."""
-    rounds, start = [], 0
-    for ids in retrieved:
-        rounds.append(passages[start : start + len(ids)])
-        start += len(ids)
-    return [doc for rank in zip_longest(*rounds) for doc in rank if doc is not None]
 
 
 def _local_answer(text: str) -> str:
@@ -264,10 +252,7 @@ def resp_state_graph(
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
-        passages = state.get("passages", [])
-        if settings.reader_order == "interleaved":
-            passages = interleaved(passages, state.get("retrieved", []))
-        docs = reading_list(passages, budget, labelled=True)
+        docs = reading_list(state.get("passages", []), budget, labelled=True)
         template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE
         prompt = template.format(memory=memory, docs=format_documents(docs), question=state["question"])
         reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)

@@ -459,23 +459,3 @@ def test_the_reading_list_counts_the_labels_its_reader_is_shown():
     assert [d["id"] for d in reading_list(docs, unlabelled, labelled=True)] == ["0"]
     labelled = sum(count_tokens(line) for line in format_documents(docs[:2]).splitlines())
     assert [d["id"] for d in reading_list(docs, labelled, labelled=True)] == ["0", "1"]
-
-
-def test_interleaved_the_generator_reads_each_rounds_first_documents_before_any_rounds_later_ones():
-    # within 700 tokens the run of record's generator read round one's five documents and nothing the sub-questions
-    # retrieved; interleaved, a budget of two documents reads round one's first and round two's first
-    from multihop_rag.frameworks.langgraph import format_documents
-    from multihop_rag.indexing.text import count_tokens
-
-    two = sum(count_tokens(line) for line in format_documents([{"title": "Kesh Bridge", "text": DOCS[0].page_content},
-                                                               {"title": "Dunmere", "text": DOCS[2].page_content}]).splitlines())
-    prompts_read = {}
-    for order in ("rounds", "interleaved"):
-        model = ScriptedChatModel(Script(judge=("No", "Yes"), plan=("Which river is Dunmere on?",)))
-        config = ReSPConfig(judge_threshold=None, reader_tokens=two, reader_min_rounds=1, reader_order=order)
-        state = build_resp_graph(model, retriever(), config=config).invoke({"question": QUESTION})
-        assert state["retrieved"] == [["kesh", "halvard"], ["dunmere", "halvard"]]
-        prompts_read[order] = model.prompts[-1].split("[Retrieved documents]")[1]
-    assert "(Title: Tomas Halvard)" in prompts_read["rounds"] and "(Title: Dunmere)" not in prompts_read["rounds"]
-    assert prompts_read["interleaved"].index("Doc 1(Title: Kesh Bridge)") < prompts_read["interleaved"].index("Doc 2(Title: Dunmere)")
-    assert "(Title: Tomas Halvard)" not in prompts_read["interleaved"]
