@@ -125,20 +125,22 @@ def supports_format(model: AnyLLM) -> bool:
     return profile(model).schema_output
 
 
+def _field(obj: Any, key: str) -> Any:
+    """``key`` of a raw response or part of one: a dict's item or a response object's attribute (None if absent)."""
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _first_choice(raw: Any) -> Any:
+    choices = _field(raw, "choices") or []
+    return choices[0] if choices else None
+
+
 def finish_reason(raw: Any) -> str | None:
     """The finish reason of a raw response: llama.cpp and OpenAI ``choices[0].finish_reason``,
     Ollama ``done_reason``, or our cache's ``finish_reason``."""
-    if raw is None:
-        return None
-    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
-    for key in ("finish_reason", "done_reason"):
-        if value := get(key):
+    for value in (_field(raw, "finish_reason"), _field(raw, "done_reason"), _field(_first_choice(raw), "finish_reason")):
+        if value:
             return str(value)
-    choices = get("choices") or []
-    if choices:
-        first = choices[0]
-        value = first.get("finish_reason") if isinstance(first, dict) else getattr(first, "finish_reason", None)
-        return str(value) if value else None
     return None
 
 
@@ -157,14 +159,9 @@ def first_token_logprobs(metadata: Any) -> dict[str, float]:
 
 
 def _usage(raw: Any) -> tuple[int, int]:
-    if raw is None:
-        return 0, 0
-    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
-    usage = get("usage") or {}
-    if usage:
-        uget = usage.get if isinstance(usage, dict) else lambda key, default=None: getattr(usage, key, default)
-        return int(uget("prompt_tokens") or 0), int(uget("completion_tokens") or 0)
-    return int(get("prompt_eval_count") or 0), int(get("eval_count") or 0)
+    if usage := _field(raw, "usage"):
+        return int(_field(usage, "prompt_tokens") or 0), int(_field(usage, "completion_tokens") or 0)
+    return int(_field(raw, "prompt_eval_count") or 0), int(_field(raw, "eval_count") or 0)
 
 
 def _finish(text: str, reason: str | None, prompt: int, completion: int, max_tokens: int | None, raw: Any) -> Reply:
@@ -187,14 +184,10 @@ def _llama_index_kwargs(c: Call) -> dict[str, Any]:
 
 
 def raw_logprobs(raw: Any) -> Any:
-    """The ``logprobs`` of a LlamaIndex reply's raw response (None if it has none): of its first choice (llama.cpp's
-    dict, the OpenAI client's object), or of a reply replayed from the LLM-call cache."""
-    if hasattr(raw, "model_dump"):
-        raw = raw.model_dump()
-    if not isinstance(raw, dict):
-        return None
-    choices = raw.get("choices") or [{}]
-    return raw.get("logprobs") or choices[0].get("logprobs")
+    """The ``logprobs`` of a LlamaIndex reply's raw response as plain data (None if it has none): of its first choice
+    (llama.cpp's dict, the OpenAI client's object), or of a reply replayed from the LLM-call cache."""
+    logprobs = _field(raw, "logprobs") or _field(_first_choice(raw), "logprobs")
+    return logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
 
 
 def _from_llama_index(text: str, raw: Any, c: Call) -> Reply:
