@@ -83,6 +83,12 @@ class HiRAGConfig(BaseModel):
         "read and no wrong sub-answer is read as a fact — MuSiQue dev 101–200: F1 0.137 against 0.163 (12 better, "
         "15 worse), so off: the sub-answers carry more right hops than wrong ones."
     )
+    comparison_example: bool = Field(
+        True, description="A question naming two options (\"Who was born later, X or Y?\") gets a Decomposer whose "
+        "examples end with one such comparison, asked option by option with the question's own attribute (ours; §4.2's "
+        "Example section prints none). False: the same examples for every question, where the 1.5B restated such a "
+        "question as its first sub-question and then asked another attribute (\"When did X die?\" for \"born later\")."
+    )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
         "is asked again once, as the Decomposer's initialization wants a simple question (§4.2; ours: the 1.5B restates)."

@@ -159,9 +159,12 @@ def _known(entries: Sequence[SubQuestionTrace], state: HiRAGState, reads: str) -
     return " ".join(a for a in state.get("sub_answers", []) if a) or "None"
 
 
-def _decomposition(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> list[BaseMessage]:
+def _decomposition(
+    question: str, sub_questions: Sequence[str], sub_answers: Sequence[str], comparison_example: bool
+) -> list[BaseMessage]:
+    with_options = comparison_example and comparison_options(question) is not None
     messages: list[BaseMessage] = [
-        SystemMessage(prompts.DECOMPOSER),
+        SystemMessage(prompts.DECOMPOSER_FOR_OPTIONS if with_options else prompts.DECOMPOSER),
         HumanMessage(prompts.DECOMPOSE_START.format(question=question)),
     ]
     for q, a in zip(sub_questions, sub_answers, strict=True):
@@ -210,7 +213,7 @@ def hirag_state_graph(
         asked = state.get("sub_questions", [])
         if len(asked) >= settings.max_subquestions:
             return {"stop_reason": "max_subquestions"}
-        messages = _decomposition(state["question"], asked, state.get("sub_answers", []))
+        messages = _decomposition(state["question"], asked, state.get("sub_answers", []), settings.comparison_example)
         ask = Call(models["decomposer"], messages, max_tokens=settings.max_output_tokens, stop=LINE)
         reply, calls = (yield ask), 1
         if not reply.text.strip():  # an empty turn is asked again once, as the authors' code does

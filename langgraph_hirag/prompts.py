@@ -8,7 +8,7 @@ per prompt), written here with our own examples about made-up entities that appe
 corpus and no dataset (``EXAMPLE_ENTITIES``; a test checks both).
 """
 
-DECOMPOSER = """## Background
+_DECOMPOSER_OPENING = """## Background
 - You are an expert at analyzing problems and are good at breaking down difficult problems into simple problems.
 - A person facing a complex question is asking you for help. The question is hard to answer directly.
 
@@ -41,14 +41,31 @@ Helping the user decompose the question and tell the user at the right time that
   1st answer: The Pellory Library is in Kovenholm.
   2nd simple question: In which country is the Marrowick Museum?
   2nd answer: The Marrowick Museum is in Drelsby.
-  Final output: That's enough.
+  Final output: That's enough."""
+
+_DECOMPOSER_INITIALIZATION = """
 
 ## Initialization
 Reply with one simple question only. Now, a first simple question."""
+
+DECOMPOSER = _DECOMPOSER_OPENING + _DECOMPOSER_INITIALIZATION
 """System prompt of the Decomposer (§4.2; the quoted lines are the paper's). It holds no question (that is
 the first user turn's), so a prompt cache reads it once for every question. Its initialization asks
 for a first simple question, as the paper's does ("Now, a first simple question."): "That's enough."
 is offered only once sub-answers exist (:data:`NEXT_TURN`)."""
+
+COMPARISON_EXAMPLE = """- Complex question: Who was born later, Odile Brask or Tamsin Vole?
+  1st simple question: When was Odile Brask born?
+  1st answer: Odile Brask was born on 4 March 1881.
+  2nd simple question: When was Tamsin Vole born?
+  2nd answer: Tamsin Vole was born on 9 July 1902.
+  Final output: That's enough."""
+"""Ours (``comparison_example``): an example of a question naming two options, asked option by option with the
+question's own attribute."""
+
+DECOMPOSER_FOR_OPTIONS = f"{_DECOMPOSER_OPENING}\n{COMPARISON_EXAMPLE}{_DECOMPOSER_INITIALIZATION}"
+"""System prompt of the Decomposer for a question naming two options ("Who was born later, X or Y?"):
+:data:`DECOMPOSER` with :data:`COMPARISON_EXAMPLE` last among its examples, so a prompt cache reuses the rest."""
 
 DECOMPOSE_START = "Let's break down this complex question: {question}"
 """First user turn of the decomposition dialogue; each sub-answer is a later user turn."""

@@ -708,6 +708,24 @@ def test_the_decomposers_system_prompt_is_the_same_for_every_question(corpus):
     assert first.endswith(f"Let's break down this complex question: {QUESTION}")
 
 
+def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
+    """Issue 40: on 2Wiki the 1.5B restated "Who was born later, X or Y?" as its first sub-question and then asked
+    "When did X die?"; such a question's Decomposer ends its examples with a comparison asked option by option
+    (``comparison_example``), after the examples every other question reads unchanged."""
+    comparison = "Who was born later, Tomas Halvard or Odile Quill?"
+    for setting in (True, False):
+        script = Script(sub_questions=["That's enough."] * 8, entities={comparison: "Tomas Halvard", QUESTION: "Kesh Bridge"})
+        graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(comparison_example=setting))
+        for question in (comparison, QUESTION):
+            graph.invoke({"question": question})
+        openings = {q: next(p for p in script.prompts["decompose"] if p.endswith(q)).split("Let's break down")[0]
+                    for q in (comparison, QUESTION)}
+        assert openings[QUESTION] == prompts.DECOMPOSER + "\n"
+        assert openings[comparison] == (prompts.DECOMPOSER_FOR_OPTIONS if setting else prompts.DECOMPOSER) + "\n"
+    assert prompts.DECOMPOSER_FOR_OPTIONS.startswith(prompts.DECOMPOSER.split("\n\n## Initialization")[0])
+    assert "2nd simple question: When was Tamsin Vole born?" in prompts.DECOMPOSER_FOR_OPTIONS
+
+
 def test_a_runs_context_overrides_the_graphs_settings(corpus):
     graph = build_hirag_graph(ScriptedChatModel(Script()), corpus, config=HiRAGConfig(th1=2))
     state = graph.invoke({"question": QUESTION}, context={"max_subquestions": 1})
