@@ -89,18 +89,8 @@ class ReSPConfig(BaseModel):
         "(False: the first repeat ends it).",
     )
 
-    plan_examples: bool = Field(
-        False,
-        description="The planner's prompt shows three examples (a bridge, two comparisons) of the one question the known "
-        "information still needs, and its reply stops before a further example (ours; Table 1's Plan prompt has none: "
-        "on dev 101–200 the 1.5B's plan repeated the question or an earlier sub-question in 44 of MuSiQue's 48 "
-        "multi-round runs). Needs shared_prefixes 'off' or 'documents'.",
-    )
-
     @model_validator(mode="after")
     def _rounds_in_order(self) -> Self:
         if self.min_iterations > self.max_iterations:
             raise ValueError(f"min_iterations ({self.min_iterations}) exceeds max_iterations ({self.max_iterations})")
-        if self.plan_examples and self.shared_prefixes == "all":
-            raise ValueError("plan_examples needs shared_prefixes 'off' or 'documents' (the examples precede the memory)")
         return self

@@ -229,12 +229,8 @@ def resp_state_graph(
     def plan(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
-        if settings.plan_examples:
-            ask = prompts.PLAN_WITH_EXAMPLES.format(memory=memory, question=state["question"])
-            reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens, stop=["\n["])
-        else:
-            ask = _PROMPT_ORDERS[settings.shared_prefixes].plan.format(memory=memory, question=state["question"])
-            reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens)
+        ask = _PROMPT_ORDERS[settings.shared_prefixes].plan.format(memory=memory, question=state["question"])
+        reply = yield Call(models["reasoner"], ask, max_tokens=settings.max_output_tokens)
         thought = sub_question_of(reply)
         earlier = [state["question"], *state.get("sub_questions", [])]
         repeat = repeated(thought, earlier, settings.repeat_threshold) if thought else state["question"]

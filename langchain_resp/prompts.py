@@ -16,39 +16,15 @@ JUDGE = (
 )
 """Reasoner, Judge (Table 1)."""
 
-_PLAN_TASK = (
+PLAN = (
     "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop "
     "reasoning across multiple documents. Please understand the information gap between the currently "
     "known information and the target problem.Your task is to generate one thought in the form of "
     "question for next retrieval step directly. DON'T generate the whole thoughts at once!\n "
     "DON'T generate thought which has been retrieved.\n "
+    "[Known information]: {memory}\n[Target question]: {question}\n[You Thought]:"
 )
-_PLAN_INPUT = "[Known information]: {memory}\n[Target question]: {question}\n[You Thought]:"
-
-PLAN = _PLAN_TASK + _PLAN_INPUT
 """Reasoner, Plan (Table 1; "You Thought" is the paper's spelling)."""
-
-PLAN_EXAMPLES = (
-    "Examples:\n"
-    "[Known information]: The Quern Viaduct was designed by Odile Brask.\n"
-    "[Target question]: Where was the architect of the Quern Viaduct born?\n"
-    "[You Thought]: Where was Odile Brask born?\n"
-    "[Known information]: The Pellory Library is in Kovenholm.\n"
-    "[Target question]: Are the Pellory Library and the Marrowick Museum in the same country?\n"
-    "[You Thought]: In which country is the Marrowick Museum?\n"
-    "[Known information]: Odile Brask was born on 4 March 1881.\n"
-    "[Target question]: Who was born later, Odile Brask or Tamsin Vole?\n"
-    "[You Thought]: When was Tamsin Vole born?\n"
-    "Now yours:\n"
-)
-"""Ours (``plan_examples``): a bridge and two comparisons, each asking for the piece the known information lacks, about
-made-up entities (``EXAMPLE_ENTITIES``)."""
-
-PLAN_WITH_EXAMPLES = _PLAN_TASK + PLAN_EXAMPLES + _PLAN_INPUT
-"""Ours (``plan_examples``): :data:`PLAN` with :data:`PLAN_EXAMPLES` before its input."""
-
-EXAMPLE_ENTITIES = ("Quern Viaduct", "Odile Brask", "Pellory Library", "Marrowick Museum", "Kovenholm", "Tamsin Vole")
-"""The made-up entities of :data:`PLAN_EXAMPLES`."""
 
 JUDGE_MEMORY_FIRST = (
     "Known information: {memory}\n"

@@ -304,22 +304,6 @@ def test_with_shared_prefixes_a_rounds_calls_open_with_what_they_share():
     assert "without allowing for inference" in first_judge and "[You Thought]:" in first_plan
 
 
-def test_with_plan_examples_the_planner_sees_them_before_its_input_and_stops_before_another():
-    """Issue 40: the planner's examples (a bridge, two comparisons) precede the memory and the question; the reply
-    stops where a further example would begin. Without them the prompt is Table 1's."""
-    for setting, template in ((True, prompts.PLAN_WITH_EXAMPLES), (False, prompts.PLAN)):
-        model = ScriptedChatModel(Script(judge=("No", "Yes")))
-        build_resp_graph(model, retriever(), config=PAPER.model_copy(update={"plan_examples": setting})).invoke(
-            {"question": QUESTION})
-        (plan, kwargs), = [(p, k) for p, k in zip(model.prompts, model.calls_kwargs, strict=True) if "[You Thought]" in p]
-        memory = combined_memory(["Halvard designed the bridge."], [])
-        assert plan == template.format(memory=memory, question=QUESTION)
-        assert kwargs.get("stop") == (["\n["] if setting else None)
-    assert prompts.PLAN_WITH_EXAMPLES.index("[You Thought]: When was Tamsin Vole born?") < prompts.PLAN_WITH_EXAMPLES.index("{memory}")
-    with pytest.raises(ValidationError, match="plan_examples"):
-        ReSPConfig(plan_examples=True, shared_prefixes="all")
-
-
 def test_with_shared_documents_only_the_local_summary_is_reordered():
     script = Script(judge=("No",), plan=("Who is Tomas Halvard?",))
     model = ScriptedChatModel(script)
