@@ -95,6 +95,7 @@ from langgraph_hirag.replies import (
 )
 from langgraph_hirag.retrieval import RetrievalNodes, sub_question_reset
 from langgraph_hirag.state import HiRAGInput, HiRAGOutput, HiRAGState, SubQuestionTrace
+from langgraph_hirag.years import option_by_year
 from multihop_rag.frameworks.langgraph import (
     dialogue_node,
     document_record,
@@ -273,6 +274,10 @@ def hirag_state_graph(
         entries = state.get("trace", [])
         if not settings.answer_without_evidence and not any(e["answer"] for e in entries):
             return {"reasoning": "No sub-question was answered from the corpus.", "answer": "unknown"}
+        if settings.compare_years and (
+            by_year := option_by_year(state["question"], state.get("sub_questions", []), state.get("sub_answers", []))
+        ):
+            return {"answer": by_year[0], "reasoning": by_year[1]}
         docs: list[dict[str, str]] = []
         if settings.reader_tokens:
             hits: list[Document] = yield Effect(

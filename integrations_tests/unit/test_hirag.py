@@ -25,6 +25,7 @@ from langgraph_hirag import (
     prompts,
 )
 from langgraph_hirag.retrieval import fallback_draw, tied_titles
+from langgraph_hirag.years import option_by_year
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
 from multihop_rag.indexing.text import count_tokens
@@ -724,6 +725,54 @@ def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
         assert openings[comparison] == (prompts.DECOMPOSER_FOR_OPTIONS if setting else prompts.DECOMPOSER) + "\n"
     assert prompts.DECOMPOSER_FOR_OPTIONS.startswith(prompts.DECOMPOSER.split("\n\n## Initialization")[0])
     assert "2nd simple question: When was Tamsin Vole born?" in prompts.DECOMPOSER_FOR_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("question", "asked", "answers", "expected"),
+    [
+        ("Which film came out first, Lantern Road or Sable Song?",
+         ["When was Lantern Road released?", "When was Sable Song released?"],
+         ["Lantern Road was released on July 6, 2012.", "Sable Song was released in 2008."], "Sable Song"),
+        ("Who was born later, Tomas Halvard or Mara Quill?",
+         ["When was Tomas Halvard born?", "In what year was Mara Quill born?"],
+         ["Tomas Halvard was born in Dunmere in 1820.", "1851"], "Mara Quill"),
+        # no decision: an attribute the question does not ask, a year missing, a sub-question not asking when,
+        # one asking about both options, no order in time, two years for one option, equal years
+        ("Who was born later, Tomas Halvard or Mara Quill?", ["When did Tomas Halvard die?", "When was Mara Quill born?"],
+         ["He died in 1890.", "1851"], None),
+        ("Which film came out first, Lantern Road or Sable Song?", ["When was Lantern Road released?"], ["2012"], None),
+        ("Which film came out first, Lantern Road or Sable Song?",
+         ["Who directed Lantern Road?", "When was Sable Song released?"], ["Franco Rossi, in 1961.", "2008"], None),
+        ("Which film came out first, Lantern Road or Sable Song?",
+         ["When were Lantern Road and Sable Song released?", "When was Sable Song released?"], ["1961 and 2008", "2008"], None),
+        ("Who lived longer, Tomas Halvard or Mara Quill?", ["When was Tomas Halvard born?", "When was Mara Quill born?"],
+         ["1820", "1851"], None),
+        ("Which film came out first, Lantern Road or Sable Song?",
+         ["When was Lantern Road released?", "When was Sable Song released?"], ["1961, re-released 1980", "2008"], None),
+        ("Which film came out first, Lantern Road or Sable Song?",
+         ["When was Lantern Road released?", "When was Sable Song released?"], ["1961", "1961"], None),
+    ],
+)
+def test_an_order_in_time_between_two_options_is_read_from_the_years_of_the_sub_answers(question, asked, answers, expected):
+    picked = option_by_year(question, asked, answers)
+    assert (picked[0] if picked else None) == expected
+
+
+def test_with_compare_years_a_comparison_the_years_decide_needs_no_summarizer_call(corpus):
+    """Issue 40: given both years, the 1.5B named the later film for "came out first"; with ``compare_years`` the
+    option the years pick is the answer and the Summarizer is not asked. Without it, the Summarizer answers."""
+    question = "Who was born first, Tomas Halvard or Franco Rossi?"
+    asked = ["When was Tomas Halvard born?", "When was Franco Rossi born?"]
+    facts = {asked[0]: ("born in Dunmere", "Tomas Halvard was born in 1820."),
+             asked[1]: ("Franco Rossi", "Franco Rossi was born in 1961.")}
+    for setting in (True, False):
+        script = Script(sub_questions=[*asked, "That's enough."], entities={q: q.split(" was ")[1][:-6] for q in asked},
+                        facts=facts)
+        state = run(corpus, script, question, th1=2, compare_years=setting)
+        assert state["sub_answers"] == [facts[q][1] for q in asked]
+        assert ("summarize" in script.calls) is not setting
+        if setting:
+            assert state["answer"] == "Tomas Halvard" and "1820" in state["reasoning"]
 
 
 def test_a_runs_context_overrides_the_graphs_settings(corpus):
