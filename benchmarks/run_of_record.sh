@@ -28,6 +28,9 @@
 # pools were re-run that day with the built-* steps (every search call replayed, the answers new; the other methods'
 # rows were current and kept, their indexes rebuilt from the cache). The mend after it (the controller's P(Yes) list in
 # its protocol) changes no call: the rows are set aside and replay.
+# HiRAG's rows on the three open-* steps were re-run on 2026-12-05 with its comparison example and its comparisons in
+# time decided by the years (comparison_example, compare_years): every other question's calls replayed, the other
+# methods' rows current and kept.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
