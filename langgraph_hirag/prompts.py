@@ -59,15 +59,9 @@ COMPARISON_EXAMPLE = """- Complex question: Who was born later, Odile Brask or T
   1st answer: Odile Brask was born on 4 March 1881.
   2nd simple question: When was Tamsin Vole born?
   2nd answer: Tamsin Vole was born on 9 July 1902.
-  Final output: That's enough.
-- Complex question: Who lived longer, Odile Brask or Tamsin Vole?
-  1st simple question: What were the birth and death dates of Odile Brask?
-  1st answer: Odile Brask was born on 4 March 1881 and died on 2 June 1944.
-  2nd simple question: What were the birth and death dates of Tamsin Vole?
-  2nd answer: Tamsin Vole was born on 9 July 1902 and died on 11 May 1950.
   Final output: That's enough."""
-"""Ours (``comparison_example``): examples of questions naming two options, asked option by option with the
-question's own attribute (a lifetime needs both dates)."""
+"""Ours (``comparison_example``): an example of a question naming two options, asked option by option with the
+question's own attribute."""
 
 DECOMPOSER_FOR_OPTIONS = f"{_DECOMPOSER_OPENING}\n{COMPARISON_EXAMPLE}{_DECOMPOSER_INITIALIZATION}"
 """System prompt of the Decomposer for a question naming two options ("Who was born later, X or Y?"):

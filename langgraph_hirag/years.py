@@ -1,6 +1,6 @@
-"""A question naming two options and an order in time ("Which film came out first, X or Y?", "Who lived longer, X or
-Y?") answered from the years its sub-answers give (``compare_years``, ours): with both years in hand, the 1.5B named
-the later film for "came out first" as often as the earlier one."""
+"""A question naming two options and an order in time ("Which film came out first, X or Y?") answered from the
+years its sub-answers give (``compare_years``, ours): with both years in hand, the 1.5B named the later film for
+"came out first" as often as the earlier one."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
 _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly)?|younger|youngest|newer|newest)\b",
                     re.IGNORECASE)
-_LIFETIME = re.compile(r"\b(?:lived?|life|lifespan|age)\b", re.IGNORECASE)
-_LONGER = re.compile(r"\b(?:longer|older)\b", re.IGNORECASE)
-_ASKS_WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) year\b|what (?:is|was|are|were) the [\w ]*dates?\b)",
-                        re.IGNORECASE)
+_ASKS_WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) year\b)", re.IGNORECASE)
 _EVENTS = {"born": re.compile(r"\b(?:born|birth)\b", re.IGNORECASE),
            "died": re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE)}
 
@@ -29,20 +26,19 @@ def _names(text: str, name: str) -> bool:
 
 def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> tuple[str, str] | None:
     """The option the question's order picks (the earlier year for "first", "older", "earlier"; the later for "later",
-    "younger", "more recently"; the longer life for "lived longer", "older age") and a line saying why, or None unless
-    every condition holds: the question names two options and one order; for each option exactly one year (a life:
-    two, its first and last), from the answers to sub-questions that ask when (or in what year, or for the dates)
-    about that option alone and, where the question says born or died, about that event; different values."""
+    "younger", "more recently") and a line saying why, or None unless every condition holds: the question names two
+    options and one direction; for each option exactly one year, from the answers to sub-questions that ask when
+    (or in what year) about that option alone and, where the question says born or died, about that event; two
+    different years."""
     options = comparison_options(question)
     if options is None:
         return None
     stem = question[: question.rfind(options[0])]
-    lifetime = bool(_LIFETIME.search(stem) and _LONGER.search(stem))
     earlier, later = bool(_EARLIER.search(stem)), bool(_LATER.search(stem))
-    if not lifetime and earlier == later:
+    if earlier == later:
         return None
-    events = [] if lifetime else [pattern for pattern in _EVENTS.values() if pattern.search(stem)]
-    values: dict[str, int] = {}
+    events = [pattern for pattern in _EVENTS.values() if pattern.search(stem)]
+    years: dict[str, int] = {}
     for option, other in (options, options[::-1]):
         found = {
             int(year)
@@ -51,13 +47,11 @@ def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Seq
             and all(event.search(asked) for event in events)
             for year in _YEAR.findall(answer)
         }
-        if len(found) != (2 if lifetime else 1):
+        if len(found) != 1:
             return None
-        values[option] = max(found) - min(found) if lifetime else found.pop()
+        years[option] = found.pop()
     first, second = options
-    if values[first] == values[second]:
+    if years[first] == years[second]:
         return None
-    picked = min(options, key=values.__getitem__) if earlier and not lifetime else max(options, key=values.__getitem__)
-    kind = "years lived" if lifetime else "year"
-    order = "longer" if lifetime else "earlier" if earlier else "later"
-    return picked, f"By {kind}: {first} {values[first]}, {second} {values[second]}; {order}: {picked}."
+    picked = min(options, key=years.__getitem__) if earlier else max(options, key=years.__getitem__)
+    return picked, f"By year: {first} {years[first]}, {second} {years[second]}; {'earlier' if earlier else 'later'}: {picked}."

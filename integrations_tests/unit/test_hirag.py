@@ -725,7 +725,6 @@ def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
         assert openings[comparison] == (prompts.DECOMPOSER_FOR_OPTIONS if setting else prompts.DECOMPOSER) + "\n"
     assert prompts.DECOMPOSER_FOR_OPTIONS.startswith(prompts.DECOMPOSER.split("\n\n## Initialization")[0])
     assert "2nd simple question: When was Tamsin Vole born?" in prompts.DECOMPOSER_FOR_OPTIONS
-    assert "2nd simple question: What were the birth and death dates of Tamsin Vole?" in prompts.DECOMPOSER_FOR_OPTIONS
 
 
 @pytest.mark.parametrize(
@@ -737,12 +736,6 @@ def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
         ("Who was born later, Tomas Halvard or Mara Quill?",
          ["When was Tomas Halvard born?", "In what year was Mara Quill born?"],
          ["Tomas Halvard was born in Dunmere in 1820.", "1851"], "Mara Quill"),
-        ("Who lived longer, Tomas Halvard or Mara Quill?",
-         ["What were the birth and death dates of Tomas Halvard?", "When was Mara Quill born and when did she die?"],
-         ["Tomas Halvard was born in 1820 and died in 1890.", "Mara Quill (1851–1930)"], "Mara Quill"),
-        ("Who lived to an older age, Tomas Halvard or Mara Quill?",
-         ["What were the birth and death dates of Tomas Halvard?", "What were the birth and death dates of Mara Quill?"],
-         ["1820 to 1905", "1851 to 1930"], "Tomas Halvard"),
         # no decision: an attribute the question does not ask, a year missing, a sub-question not asking when,
         # one asking about both options, no order in time, two years for one option, equal years
         ("Who was born later, Tomas Halvard or Mara Quill?", ["When did Tomas Halvard die?", "When was Mara Quill born?"],
@@ -754,8 +747,6 @@ def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
          ["When were Lantern Road and Sable Song released?", "When was Sable Song released?"], ["1961 and 2008", "2008"], None),
         ("Who lived longer, Tomas Halvard or Mara Quill?", ["When was Tomas Halvard born?", "When was Mara Quill born?"],
          ["1820", "1851"], None),
-        ("Who lived longer, Tomas Halvard or Mara Quill?", ["When was Tomas Halvard born?", "When was Mara Quill born?"],
-         ["1820 (died 1890)", "1851"], None),
         ("Which film came out first, Lantern Road or Sable Song?",
          ["When was Lantern Road released?", "When was Sable Song released?"], ["1961, re-released 1980", "2008"], None),
         ("Which film came out first, Lantern Road or Sable Song?",
