@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from multihop_rag.metrics import comparison_options, normalize_answer
+from multihop_rag.metrics import answer_in_text, comparison_options
 
 __all__ = ["option_by_year"]
 
@@ -18,10 +18,6 @@ _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly
 _ASKS_WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) year\b)", re.IGNORECASE)
 _EVENTS = {"born": re.compile(r"\b(?:born|birth)\b", re.IGNORECASE),
            "died": re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE)}
-
-
-def _names(text: str, name: str) -> bool:
-    return f" {normalize_answer(name)} " in f" {normalize_answer(text)} "
 
 
 def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> tuple[str, str] | None:
@@ -43,7 +39,7 @@ def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Seq
         found = {
             int(year)
             for asked, answer in zip(sub_questions, sub_answers, strict=False)
-            if answer and _ASKS_WHEN.match(asked) and _names(asked, option) and not _names(asked, other)
+            if answer and _ASKS_WHEN.match(asked) and answer_in_text(asked, option) and not answer_in_text(asked, other)
             and all(event.search(asked) for event in events)
             for year in _YEAR.findall(answer)
         }
