@@ -30,7 +30,8 @@
 # its protocol) changes no call: the rows are set aside and replay.
 # HiRAG's rows on the three open-* steps were re-run on 2026-12-05 with its comparison example and its comparisons in
 # time decided by the years (comparison_example, compare_years): every other question's calls replayed, the other
-# methods' rows current and kept.
+# methods' rows current and kept; replayed the same day after a mend (years.py reads options with answer_in_text):
+# every answer the same.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
