@@ -88,6 +88,14 @@ class ReSPConfig(BaseModel):
         description="On a repeat, ask the planner once more, naming the repetition; a second repeat ends the loop "
         "(False: the first repeat ends it).",
     )
+    compare_years: bool = Field(
+        False,
+        description="A question naming two options and an order in time (\"Which film came out first, X or Y?\") is "
+        "answered by the years: the generator's reading (with the documents, whatever the rounds) is asked for each "
+        "option's date, a line each, and when each line gives one year and the two differ, the earlier or later "
+        "option is the answer; otherwise the generator answers as before (ours; False: Table 1's generator answers "
+        "every question).",
+    )
 
     @model_validator(mode="after")
     def _rounds_in_order(self) -> Self:

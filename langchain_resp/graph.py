@@ -31,7 +31,9 @@ Algorithm 1 of the paper, node by node::
 - ``generate``: the final answer from the combined memory and, within ``reader_tokens`` (ours; 0: the
   paper's memory-only generator), the documents every round retrieved, each once, in rank order — once the
   run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
-  is only such a label ("Doc 2") is asked once more with the documents listed by title alone.
+  is only such a label ("Doc 2") is asked once more with the documents listed by title alone. With
+  ``compare_years`` (ours), a question naming two options and an order in time first asks that reading, with
+  the documents, for each option's date (``prompts.YEARS``); two different years answer it without the generator.
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every
@@ -68,6 +70,7 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
+from multihop_rag.time_order import time_comparison, years_by_option
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
 
@@ -172,6 +175,7 @@ def resp_state_graph(
             **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory", "passages",
                                               "judge_probabilities")},
             **{key: Overwrite(0) for key in ("replans", "judge_failures", "truncated", "retrieved_words")},
+            "decided_by_years": 0,
         }
 
     def retrieve(state: ReSPState) -> Dialogue[dict[str, Any]]:
@@ -251,6 +255,15 @@ def resp_state_graph(
     def generate(state: ReSPState) -> Dialogue[dict[str, Any]]:
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
+        reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
+        if settings.compare_years and (comparison := time_comparison(state["question"])):
+            reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
+            reference = f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
+            first, second = comparison.options
+            ask = prompts.YEARS.format(reference=reference, question=state["question"], first=first, second=second)
+            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
+            if picked := comparison.pick(years_by_option(reply.text, comparison.options)):
+                return {"answer": picked[0], "stop_reason": reason, "decided_by_years": 1}
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)
         template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE
@@ -260,7 +273,6 @@ def resp_state_graph(
         if label_answers:
             prompt = template.format(memory=memory, docs=format_reading(docs), question=state["question"])
             reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
-        reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
         return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated), "label_answers": label_answers}
 
     graph = StateGraph(ReSPState, input_schema=ReSPInput, output_schema=ReSPOutput, context_schema=ReSPConfig)

@@ -93,6 +93,17 @@ GENERATE_WITH_DOCUMENTS = (
 )
 """Ours: Table 1's generation prompt with the retrieved documents after the memory (``reader_tokens`` > 0)."""
 
+YEARS = (
+    "The following are given reference: {reference}\n"
+    "Question: {question}\n"
+    "Do not answer it yet. For each of the two, find in the reference the date the question compares: the birth, "
+    "death, release or founding it asks about, of the very person or work it asks about. Reply with two lines, each "
+    "the name as written, a colon, whose date it is and the date (\"unknown\" if the reference does not give it):\n"
+    "{first}:\n{second}:"
+)
+"""Ours (``compare_years``): asked instead of the generator when the question names two options and an order in time;
+``reference`` is the generator's (the memory, then the documents)."""
+
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

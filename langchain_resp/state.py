@@ -50,6 +50,8 @@ class ReSPOutput(TypedDict, total=False):
     """With ``judge_threshold``: each round's P(Yes) (append)."""
     label_answers: int
     """1 when the generator answered with a document's label ("Doc 2") and was asked again without labels."""
+    decided_by_years: int
+    """1 when ``compare_years`` answered with the option the two options' years pick (no generator call)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
     passages: Annotated[list[dict[str, str]], operator.add]

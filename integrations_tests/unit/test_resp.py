@@ -28,12 +28,15 @@ class Script:
     """Answers by role, recognised from the Table 1 prompt each node sends."""
 
     def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere",
-                 names=("Tomas Halvard",)):
-        self.judge, self.plan, self.local, self.answer = list(judge), list(plan), local, answer
+                 names=("Tomas Halvard",), years="unknown"):
+        self.judge, self.plan, self.local, self.answer, self.years = list(judge), list(plan), local, answer, years
         self.names = list(names)
         self.calls: list[str] = []
 
     def __call__(self, prompt: str) -> str:
+        if "the date the question compares" in prompt:
+            self.calls.append("years")
+            return self.years
         if "Reply with its name only" in prompt:
             self.calls.append("replan")
             return self.names.pop(0) if len(self.names) > 1 else self.names[0]
@@ -459,3 +462,67 @@ def test_the_reading_list_counts_the_labels_its_reader_is_shown():
     assert [d["id"] for d in reading_list(docs, unlabelled, labelled=True)] == ["0"]
     labelled = sum(count_tokens(line) for line in format_documents(docs[:2]).splitlines())
     assert [d["id"] for d in reading_list(docs, labelled, labelled=True)] == ["0", "1"]
+
+
+COMPARISON = "Who was born first, Tomas Halvard or Mara Quill?"
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("Tomas Halvard: born 4 March 1851\nMara Quill: born in Dunmere, 1820", "Mara Quill"),
+        ("Mara Quill (1820)\nTomas Halvard - 1851", "Mara Quill"),
+        # no decision: a year missing, two years for one option, equal years, no line per option
+        ("Tomas Halvard: 1851\nMara Quill: unknown", None),
+        ("Tomas Halvard: born 1851, died 1890\nMara Quill: born 1820", None),
+        ("Tomas Halvard: 1851\nMara Quill: 1851", None),
+        ("Tomas Halvard and Mara Quill: 1851 and 1820", None),
+    ],
+)
+def test_each_options_year_is_read_from_its_own_line(reply, expected):
+    from multihop_rag.time_order import time_comparison, years_by_option
+
+    comparison = time_comparison(COMPARISON)
+    assert comparison is not None and not comparison.later
+    picked = comparison.pick(years_by_option(reply, comparison.options))
+    assert (picked[0] if picked else None) == expected
+
+
+def test_only_a_question_with_two_options_and_one_direction_in_time_is_a_time_comparison():
+    from multihop_rag.time_order import time_comparison
+
+    assert time_comparison("Which film came out more recently, Lantern Road or Sable Song?").later
+    assert time_comparison("Who was born later, Tomas Halvard (1851) or Mara Quill?").options[1] == "Mara Quill"
+    assert time_comparison("Who lived longer, Tomas Halvard or Mara Quill?") is None
+    assert time_comparison("Which is taller, the Kesh Bridge or the Sable Tower?") is None
+    assert time_comparison(QUESTION) is None
+
+
+def test_with_compare_years_a_time_comparison_the_years_decide_needs_no_generator_call():
+    """Issue 40: on 2Wiki's comparisons ReSP picked the wrong option as often as naive RAG, from documents that held
+    both years. With ``compare_years`` the generator's reading is asked for each option's year, and the years pick."""
+    script = Script(judge=("Yes",), years="Tomas Halvard: born 1851\nMara Quill: born 1820", answer="Tomas Halvard")
+    model = ScriptedChatModel(script)
+    config = ReSPConfig(judge_threshold=None, compare_years=True)
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": COMPARISON})
+    assert script.calls == ["global", "judge", "years"]
+    assert state["answer"] == "Mara Quill" and state["decided_by_years"] == 1
+    years_prompt = model.prompts[-1]
+    # it reads the documents even after one round, and names both options
+    assert "Tomas Halvard was born in Dunmere." in years_prompt and years_prompt.rstrip().endswith("Mara Quill:")
+
+
+def test_undecided_years_or_compare_years_off_leave_the_answer_to_the_generator():
+    for years, setting, calls in (("Tomas Halvard: 1851\nMara Quill: unknown", True, ["global", "judge", "years", "generate"]),
+                                  ("Tomas Halvard: 1851\nMara Quill: 1820", False, ["global", "judge", "generate"])):
+        script = Script(judge=("Yes",), years=years, answer="Tomas Halvard")
+        config = ReSPConfig(judge_threshold=None, compare_years=setting)
+        state = build_resp_graph(ScriptedChatModel(script), retriever(), config=config).invoke({"question": COMPARISON})
+        assert script.calls == calls and state["answer"] == "Tomas Halvard" and not state.get("decided_by_years")
+
+
+def test_a_question_without_options_is_never_asked_for_years():
+    script = Script(judge=("Yes",))
+    build_resp_graph(ScriptedChatModel(script), retriever(), config=ReSPConfig(judge_threshold=None, compare_years=True)).invoke(
+        {"question": QUESTION})
+    assert "years" not in script.calls
