@@ -262,7 +262,7 @@ def resp_state_graph(
             first, second = comparison.options
             ask = prompts.YEARS.format(reference=reference, question=state["question"], first=first, second=second)
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
-            if picked := comparison.pick(years_by_option(reply.text, comparison.options)):
+            if picked := comparison.pick(years_by_option(reply.text, comparison)):
                 return {"answer": picked[0], "stop_reason": reason, "decided_by_years": 1}
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)

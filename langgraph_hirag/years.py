@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from multihop_rag.metrics import answer_in_text
-from multihop_rag.time_order import time_comparison, years_in
+from multihop_rag.time_order import time_comparison
 
 __all__ = ["option_by_year"]
 
@@ -18,21 +18,21 @@ _ASKS_WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) year\b)", re.IGNO
 def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Sequence[str]) -> tuple[str, str] | None:
     """The option the question's order picks (the earlier year for "first", "older", "earlier"; the later for "later",
     "younger", "more recently") and a line saying why, or None unless every condition holds: the question names two
-    options and one direction; for each option exactly one year, from the answers to sub-questions that ask when
-    (or in what year) about that option alone and, where the question says born or died, about that event; two
-    different years."""
+    options and one direction; for each option exactly one year (:meth:`~multihop_rag.time_order.TimeComparison.year_in`),
+    from the answers to sub-questions that ask when (or in what year) about that option alone and, where the question
+    says born or died, about that event; two different years."""
     comparison = time_comparison(question)
     if comparison is None:
         return None
     years: dict[str, int] = {}
     for option, other in (comparison.options, comparison.options[::-1]):
         found = {
-            year
+            comparison.year_in(answer, option)
             for asked, answer in zip(sub_questions, sub_answers, strict=False)
             if answer and _ASKS_WHEN.match(asked) and answer_in_text(asked, option) and not answer_in_text(asked, other)
             and comparison.names_its_event(asked)
-            for year in years_in(answer)
         }
+        found.discard(None)
         if len(found) != 1:
             return None
         years[option] = found.pop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from multihop_rag.metrics import answer_in_text, comparison_options
 
@@ -17,7 +18,8 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
 _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly)?|younger|youngest|newer|newest)\b",
                     re.IGNORECASE)
-_EVENTS = (re.compile(r"\b(?:born|birth)\b", re.IGNORECASE), re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE))
+_BORN, _DIED = re.compile(r"\b(?:born|birth)\b", re.IGNORECASE), re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE)
+_AGE = re.compile(r"\b(?:older|oldest|younger|youngest)\b", re.IGNORECASE)
 
 
 def years_in(text: str) -> set[int]:
@@ -27,15 +29,27 @@ def years_in(text: str) -> set[int]:
 
 @dataclass(frozen=True)
 class TimeComparison:
-    """A question's two options, whether it asks for the later one, and the events (born, died) it names."""
+    """A question's two options, whether it asks for the later one, the events (born, died) it names, and the end of a
+    life it compares: "born" (also for "older", "younger"), "died", or None (a film's release, a founding)."""
 
     options: tuple[str, str]
     later: bool
     events: tuple[re.Pattern[str], ...]
+    life_end: Literal["born", "died"] | None
 
     def names_its_event(self, text: str) -> bool:
         """Whether ``text`` (a sub-question) names every event the question does ("born" for "born later")."""
         return all(event.search(text) for event in self.events)
+
+    def year_in(self, text: str, option: str) -> int | None:
+        """The year ``text`` gives ``option``, besides the years in its name: the one year it names or, for a life's
+        end, the first year (born) or the last (died) of a text giving a life's span ("Odile Brask (4 March 1881 –
+        1950)"); None for no year, or several where no life's end is asked."""
+        own = years_in(option)
+        years = [int(year) for year in _YEAR.findall(text) if int(year) not in own]
+        if len(set(years)) == 1 or (years and self.life_end):
+            return years[-1] if self.life_end == "died" else years[0]
+        return None
 
     def pick(self, years: Mapping[str, int]) -> tuple[str, str] | None:
         """The option the years pick and a line saying why; None unless both options have a year and they differ."""
@@ -56,15 +70,21 @@ def time_comparison(question: str) -> TimeComparison | None:
     earlier, later = bool(_EARLIER.search(stem)), bool(_LATER.search(stem))
     if earlier == later:
         return None
-    return TimeComparison(options, later, tuple(event for event in _EVENTS if event.search(stem)))
+    events = tuple(event for event in (_BORN, _DIED) if event.search(stem))
+    life_end: Literal["born", "died"] | None = (
+        "died" if _DIED.search(stem) else "born" if _BORN.search(stem) or _AGE.search(stem) else None
+    )
+    return TimeComparison(options, later, events, life_end)
 
 
-def years_by_option(reply: str, options: tuple[str, str]) -> dict[str, int]:
-    """Each option's year from a reply listing them a line each ("X: born 4 March 1881"): the one year its line
-    names besides the option's own; an option whose lines name none, or more than one, is left out."""
-    found: dict[str, set[int]] = {option: set() for option in options}
+def years_by_option(reply: str, comparison: TimeComparison) -> dict[str, int]:
+    """Each option's year from a reply listing them a line each ("X: born 4 March 1881"): :meth:`TimeComparison.year_in`
+    of the first line naming it and not the other option. An option without such a line, or without a year in it,
+    is left out."""
+    lines: dict[str, str] = {}
     for line in reply.splitlines():
-        named = [option for option in options if answer_in_text(line, option)]
+        named = [option for option in comparison.options if answer_in_text(line, option)]
         if len(named) == 1:
-            found[named[0]] |= years_in(line) - years_in(named[0])
-    return {option: years.pop() for option, years in found.items() if len(years) == 1}
+            lines.setdefault(named[0], line)
+    years = {option: comparison.year_in(line, option) for option, line in lines.items()}
+    return {option: year for option, year in years.items() if year is not None}

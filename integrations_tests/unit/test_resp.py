@@ -58,8 +58,8 @@ class Script:
         raise AssertionError(prompt)
 
 
-PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0)
-"""Table 1's judge (its greedy Yes/No reply) and memory-only generator: what these tests pin unless they say otherwise."""
+PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False)
+"""Table 1's judge (its greedy Yes/No reply) and memory-only generator for every question: what these tests pin unless they say otherwise."""
 
 
 def run(script: Script, **settings):
@@ -468,23 +468,26 @@ COMPARISON = "Who was born first, Tomas Halvard or Mara Quill?"
 
 
 @pytest.mark.parametrize(
-    ("reply", "expected"),
-    [
+    ("reply", "expected", "question"),
+    [(case + (COMPARISON,))[:3] for case in [
         ("Tomas Halvard: born 4 March 1851\nMara Quill: born in Dunmere, 1820", "Mara Quill"),
         ("Mara Quill (1820)\nTomas Halvard - 1851", "Mara Quill"),
-        # no decision: a year missing, two years for one option, equal years, no line per option
+        # a life's span: born takes its first year, died its last
+        ("Tomas Halvard: Tomas Halvard, 4 March 1851 – 1890\nMara Quill: 1820 – 1899", "Mara Quill"),
+        ("Tomas Halvard: 1851 – 1890\nMara Quill: 1820 – 1899", "Tomas Halvard", "Who died first, Tomas Halvard or Mara Quill?"),
+        # no decision: a year missing, equal years, no line per option, two years where no life's end is asked
         ("Tomas Halvard: 1851\nMara Quill: unknown", None),
-        ("Tomas Halvard: born 1851, died 1890\nMara Quill: born 1820", None),
         ("Tomas Halvard: 1851\nMara Quill: 1851", None),
         ("Tomas Halvard and Mara Quill: 1851 and 1820", None),
-    ],
+        ("Lantern Road: Tomas Halvard, 1851, 1920\nSable Song: 1931", None, "Which film came out first, Lantern Road or Sable Song?"),
+    ]],
 )
-def test_each_options_year_is_read_from_its_own_line(reply, expected):
+def test_each_options_year_is_read_from_its_own_line(reply, expected, question):
     from multihop_rag.time_order import time_comparison, years_by_option
 
-    comparison = time_comparison(COMPARISON)
-    assert comparison is not None and not comparison.later
-    picked = comparison.pick(years_by_option(reply, comparison.options))
+    comparison = time_comparison(question)
+    assert comparison is not None
+    picked = comparison.pick(years_by_option(reply, comparison))
     assert (picked[0] if picked else None) == expected
 
 
