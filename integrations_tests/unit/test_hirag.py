@@ -736,6 +736,9 @@ def test_a_question_naming_two_options_gets_a_comparison_example(corpus):
         ("Who was born later, Tomas Halvard or Mara Quill?",
          ["When was Tomas Halvard born?", "In what year was Mara Quill born?"],
          ["Tomas Halvard was born in Dunmere in 1820.", "1851"], "Mara Quill"),
+        # a life's span: born reads its first year
+        ("Who was born later, Tomas Halvard or Mara Quill?", ["When was Tomas Halvard born?", "When was Mara Quill born?"],
+         ["Tomas Halvard (4 March 1851 – 1890)", "1820"], "Tomas Halvard"),
         # no decision: an attribute the question does not ask, a year missing, a sub-question not asking when,
         # one asking about both options, no order in time, two years for one option, equal years
         ("Who was born later, Tomas Halvard or Mara Quill?", ["When did Tomas Halvard die?", "When was Mara Quill born?"],
