@@ -26,13 +26,13 @@ def option_by_year(question: str, sub_questions: Sequence[str], sub_answers: Seq
         return None
     years: dict[str, int] = {}
     for option, other in (comparison.options, comparison.options[::-1]):
-        found = {
+        read = [
             comparison.year_in(answer, option)
             for asked, answer in zip(sub_questions, sub_answers, strict=False)
             if answer and _ASKS_WHEN.match(asked) and answer_in_text(asked, option) and not answer_in_text(asked, other)
             and comparison.names_its_event(asked)
-        }
-        found.discard(None)
+        ]
+        found = {year for year in read if year is not None}
         if len(found) != 1:
             return None
         years[option] = found.pop()
