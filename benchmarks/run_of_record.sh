@@ -34,7 +34,8 @@
 # every answer the same.
 # ReSP's rows on the three open-* steps were re-run on 2026-12-05 with its comparisons in time decided by the years
 # (compare_years, a448054): the new call on 2Wiki's and HotpotQA's comparisons in time live, every other call replayed;
-# HiRAG's rows, whose years now read through the core's multihop_rag.time_order, replayed with every answer the same.
+# HiRAG's rows, whose years now read through the core's multihop_rag.time_order, replayed with every answer the same,
+# and again after the mend that typed them (fe8bbb1): every answer the same.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
