@@ -12,7 +12,7 @@ from typing import Literal
 
 from multihop_rag.metrics import answer_in_text, comparison_options
 
-__all__ = ["TimeComparison", "time_comparison", "years_by_option", "years_in"]
+__all__ = ["TimeComparison", "time_comparison", "years_by_option"]
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
@@ -22,9 +22,9 @@ _BORN, _DIED = re.compile(r"\b(?:born|birth)\b", re.IGNORECASE), re.compile(r"\b
 _AGE = re.compile(r"\b(?:older|oldest|younger|youngest)\b", re.IGNORECASE)
 
 
-def years_in(text: str) -> set[int]:
-    """The years (1000–2099) a text names."""
-    return {int(year) for year in _YEAR.findall(text)}
+def _years(text: str) -> list[int]:
+    """The years (1000–2099) a text names, in its order."""
+    return [int(year) for year in _YEAR.findall(text)]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class TimeComparison:
         """The year ``text`` gives ``option``, besides the years in its name: the one year it names or, for a life's
         end, the first year (born) or the last (died) of a text giving a life's span ("Odile Brask (4 March 1881 –
         1950)"); None for no year, or several where no life's end is asked."""
-        own = years_in(option)
-        years = [int(year) for year in _YEAR.findall(text) if int(year) not in own]
+        own = set(_years(option))
+        years = [year for year in _years(text) if year not in own]
         if len(set(years)) == 1 or (years and self.life_end):
             return years[-1] if self.life_end == "died" else years[0]
         return None
@@ -72,7 +72,7 @@ def time_comparison(question: str) -> TimeComparison | None:
         return None
     events = tuple(event for event in (_BORN, _DIED) if event.search(stem))
     life_end: Literal["born", "died"] | None = (
-        "died" if _DIED.search(stem) else "born" if _BORN.search(stem) or _AGE.search(stem) else None
+        "died" if _DIED in events else "born" if _BORN in events or _AGE.search(stem) else None
     )
     return TimeComparison(options, later, events, life_end)
 
