@@ -70,6 +70,7 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
+from multihop_rag.same_country import asks_same_country, countries_prompt, same_country
 from multihop_rag.time_order import time_comparison, years_by_option
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
@@ -175,7 +176,7 @@ def resp_state_graph(
             **{key: Overwrite([]) for key in ("sub_questions", "retrieved", "global_memory", "local_memory", "passages",
                                               "judge_probabilities")},
             **{key: Overwrite(0) for key in ("replans", "judge_failures", "truncated", "retrieved_words")},
-            "decided_by_years": 0,
+            "decided_by": "",
         }
 
     def retrieve(state: ReSPState) -> Dialogue[dict[str, Any]]:
@@ -256,14 +257,19 @@ def resp_state_graph(
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
+        reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
+        reference = f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory  # compare_* reads, whatever the rounds
+        if settings.compare_countries and asks_same_country(state["question"]):
+            ask = countries_prompt(state["question"], reference)
+            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
+            if (same := same_country(reply.text)) is not None:
+                return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}
         if settings.compare_years and (comparison := time_comparison(state["question"])):
-            reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
-            reference = f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
             first, second = comparison.options
             ask = prompts.YEARS.format(reference=reference, question=state["question"], first=first, second=second)
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if picked := comparison.pick(years_by_option(reply.text, comparison)):
-                return {"answer": picked[0], "stop_reason": reason, "decided_by_years": 1}
+                return {"answer": picked[0], "stop_reason": reason, "decided_by": "years"}
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)
         template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE

@@ -73,7 +73,7 @@ class ReSPIndex:
             for d in docs
         ]
         keys = ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "label_answers", "sub_questions",
-                "judge_probabilities", "decided_by_years")
+                "judge_probabilities", "decided_by")
         info = {k: state.get(k) for k in keys}
         info["limit_hit"] = state.get("stop_reason") == "max_iterations"
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)

@@ -50,8 +50,9 @@ class ReSPOutput(TypedDict, total=False):
     """With ``judge_threshold``: each round's P(Yes) (append)."""
     label_answers: int
     """1 when the generator answered with a document's label ("Doc 2") and was asked again without labels."""
-    decided_by_years: int
-    """1 when ``compare_years`` answered with the option the two options' years pick (no generator call)."""
+    decided_by: str
+    """What answered instead of the generator: ``years`` (``compare_years``: the option the two options' years pick),
+    ``countries`` (``compare_countries``: whether the two things' countries are one), or "" (the generator)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
     passages: Annotated[list[dict[str, str]], operator.add]

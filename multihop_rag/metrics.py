@@ -22,6 +22,7 @@ import numpy as np
 __all__ = [
     "normalize_answer",
     "normalize_entity",
+    "countries_named",
     "accuracy",
     "is_yes_no",
     "answer_in_question",
@@ -157,23 +158,36 @@ def _country_names() -> dict[str, str]:
     return names
 
 
-def normalize_entity(text: str) -> str:
-    """:func:`normalize_answer`, then every country name, demonym or alternate as its country
-    ("Jordanian" and "Jordan" -> "jordan"; "American" -> "united states")."""
+def _with_countries(text: str) -> list[tuple[str, bool]]:
+    """:func:`normalize_answer`'s words, each country name, demonym or alternate (up to four words) replaced by its
+    country's normalised name; each with whether it is a country."""
     words = normalize_answer(text).split()
     names = _country_names()
-    out, i = [], 0
+    out: list[tuple[str, bool]] = []
+    i = 0
     while i < len(words):
         for span in (4, 3, 2, 1):
             piece = " ".join(words[i : i + span])
             if len(words) - i >= span and piece in names:
-                out.append(names[piece])
+                out.append((names[piece], True))
                 i += span
                 break
         else:
-            out.append(words[i])
+            out.append((words[i], False))
             i += 1
-    return " ".join(out)
+    return out
+
+
+def normalize_entity(text: str) -> str:
+    """:func:`normalize_answer`, then every country name, demonym or alternate as its country
+    ("Jordanian" and "Jordan" -> "jordan"; "American" -> "united states")."""
+    return " ".join(word for word, _ in _with_countries(text))
+
+
+def countries_named(text: str) -> list[str]:
+    """The countries a text names, in its order, each as its normalised name, whether by name, demonym or alternate
+    ("an American actor born in Canada" -> ["united states", "canada"])."""
+    return [word for word, country in _with_countries(text) if country]
 
 
 def accuracy(prediction: str, gold: str | Sequence[str]) -> float:

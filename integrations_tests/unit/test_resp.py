@@ -28,12 +28,16 @@ class Script:
     """Answers by role, recognised from the Table 1 prompt each node sends."""
 
     def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere",
-                 names=("Tomas Halvard",), years="unknown"):
+                 names=("Tomas Halvard",), years="unknown", countries="unknown"):
         self.judge, self.plan, self.local, self.answer, self.years = list(judge), list(plan), local, answer, years
+        self.countries = countries
         self.names = list(names)
         self.calls: list[str] = []
 
     def __call__(self, prompt: str) -> str:
+        if "find in the reference the country it asks about" in prompt:
+            self.calls.append("countries")
+            return self.countries
         if "the date the question compares" in prompt:
             self.calls.append("years")
             return self.years
@@ -509,7 +513,7 @@ def test_with_compare_years_a_time_comparison_the_years_decide_needs_no_generato
     config = ReSPConfig(judge_threshold=None, compare_years=True)
     state = build_resp_graph(model, retriever(), config=config).invoke({"question": COMPARISON})
     assert script.calls == ["global", "judge", "years"]
-    assert state["answer"] == "Mara Quill" and state["decided_by_years"] == 1
+    assert state["answer"] == "Mara Quill" and state["decided_by"] == "years"
     years_prompt = model.prompts[-1]
     # it reads the documents even after one round, and names both options
     assert "Tomas Halvard was born in Dunmere." in years_prompt and years_prompt.rstrip().endswith("Mara Quill:")
@@ -521,11 +525,38 @@ def test_undecided_years_or_compare_years_off_leave_the_answer_to_the_generator(
         script = Script(judge=("Yes",), years=years, answer="Tomas Halvard")
         config = ReSPConfig(judge_threshold=None, compare_years=setting)
         state = build_resp_graph(ScriptedChatModel(script), retriever(), config=config).invoke({"question": COMPARISON})
-        assert script.calls == calls and state["answer"] == "Tomas Halvard" and not state.get("decided_by_years")
+        assert script.calls == calls and state["answer"] == "Tomas Halvard" and not state.get("decided_by")
+
+
+SAME_COUNTRY = "Were Tomas Halvard and Mara Quill of the same nationality?"
+
+
+@pytest.mark.parametrize(
+    ("countries", "setting", "calls", "answer"),
+    [
+        ("Tomas Halvard: American engineer\nMara Quill: United States", True, ["global", "judge", "countries"], "Yes"),
+        ("Tomas Halvard: American\nMara Quill: Canadian", True, ["global", "judge", "countries"], "No"),
+        ("Tomas Halvard: American\nMara Quill: unknown", True, ["global", "judge", "countries", "generate"], "Dunmere"),
+        ("Tomas Halvard: American\nMara Quill: American", False, ["global", "judge", "generate"], "Dunmere"),
+    ],
+)
+def test_with_compare_countries_two_things_countries_answer_whether_they_share_one(countries, setting, calls, answer):
+    """Issue 40: after three rounds ReSP answered "No" to most of 2Wiki's "same nationality" tuning questions whose
+    answer is "Yes". With ``compare_countries`` the generator's reading, with the documents, is asked for each one's
+    country; one country in each line answers without the generator, anything else leaves the answer to it."""
+    script = Script(judge=("Yes",), countries=countries)
+    model = ScriptedChatModel(script)
+    config = ReSPConfig(judge_threshold=None, compare_countries=setting)
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": SAME_COUNTRY})
+    assert script.calls == calls and state["answer"] == answer
+    assert state["decided_by"] == ("countries" if answer in ("Yes", "No") else "")
+    if setting:
+        asked = next(p for p in model.prompts if "the country it asks about" in p)
+        assert "Tomas Halvard was born in Dunmere." in asked and f"Question: {SAME_COUNTRY}" in asked
 
 
 def test_a_question_without_options_is_never_asked_for_years():
     script = Script(judge=("Yes",))
-    build_resp_graph(ScriptedChatModel(script), retriever(), config=ReSPConfig(judge_threshold=None, compare_years=True)).invoke(
-        {"question": QUESTION})
-    assert "years" not in script.calls
+    config = ReSPConfig(judge_threshold=None, compare_years=True, compare_countries=True)
+    build_resp_graph(ScriptedChatModel(script), retriever(), config=config).invoke({"question": QUESTION})
+    assert "years" not in script.calls and "countries" not in script.calls
