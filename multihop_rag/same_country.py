@@ -1,7 +1,7 @@
 """Questions that ask whether two things they name share a country ("Are X and Y from the same country?", "Were X and
 Y of the same nationality?"), decided from one country for each (ours): after three rounds, ReSP's generator on the
 1.5B answered "No" to 6 of 2Wiki's 11 such tuning questions whose answer is "Yes". The prompt and the reading of its
-reply are here; each method asks it over its own reading."""
+reply are here; a method asks it over its own reading."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ class Script:
         raise AssertionError(prompt)
 
 
-PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False)
+PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False, compare_countries=False)
 """Table 1's judge (its greedy Yes/No reply) and memory-only generator for every question: what these tests pin unless they say otherwise."""
 
 
