@@ -266,7 +266,8 @@ def resp_state_graph(
                 return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}
         if settings.compare_years and (comparison := time_comparison(state["question"])):
             first, second = comparison.options
-            ask = prompts.YEARS.format(reference=reference, question=state["question"], first=first, second=second)
+            template = prompts.YEARS_OF_LIFE if comparison.life_end == "span" else prompts.YEARS
+            ask = template.format(reference=reference, question=state["question"], first=first, second=second)
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if picked := comparison.pick(years_by_option(reply.text, comparison)):
                 return {"answer": picked[0], "stop_reason": reason, "decided_by": "years"}

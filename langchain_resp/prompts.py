@@ -104,6 +104,16 @@ YEARS = (
 """Ours (``compare_years``): asked instead of the generator when the question names two options and an order in time;
 ``reference`` is the generator's (the memory, then the documents)."""
 
+YEARS_OF_LIFE = (
+    "The following are given reference: {reference}\n"
+    "Question: {question}\n"
+    "Do not answer it yet. For each of the two, find in the reference the years of birth and death of the very person "
+    "it asks about. Reply with two lines, each the name as written, a colon, and the two years (\"unknown\" if the "
+    "reference does not give them):\n"
+    "{first}:\n{second}:"
+)
+"""Ours (``compare_years``): :data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
+
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

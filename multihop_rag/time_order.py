@@ -1,6 +1,6 @@
-"""Questions that ask which of two options comes first or later in time ("Which film came out first, X or Y?"),
-decided from one year per option (ours): given both years, the 1.5B named the later film for "came out first" as
-often as the earlier one. The methods find the years their own way (HiRAG in its sub-answers, ReSP in a reply
+"""Questions that ask which of two options comes first or later in time ("Which film came out first, X or Y?") or
+lived longer ("Who lived to an older age, X or Y?"), decided from one year, or one life's length, per option (ours):
+given both years, the 1.5B named the later film for "came out first" as often as the earlier one. The methods find the years their own way (HiRAG in its sub-answers, ReSP in a reply
 listing them); the order and the pick are here."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly
                     re.IGNORECASE)
 _BORN, _DIED = re.compile(r"\b(?:born|birth)\b", re.IGNORECASE), re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE)
 _AGE = re.compile(r"\b(?:older|oldest|younger|youngest)\b", re.IGNORECASE)
+_LIFESPAN = re.compile(r"\blived\b.*\b(?:longer|longest|older|oldest)\b|\blonge(?:r|st) li(?:fe|ves)\b", re.IGNORECASE)
 
 
 def _years(text: str) -> list[int]:
@@ -29,13 +30,14 @@ def _years(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class TimeComparison:
-    """A question's two options, whether it asks for the later one, the events (born, died) it names, and the end of a
-    life it compares: "born" (also for "older", "younger"), "died", or None (a film's release, a founding)."""
+    """A question's two options, whether it asks for the later (or longer) one, the events (born, died) it names, and
+    what of a life it compares: "born" (also for "older", "younger"), "died", "span" (its length: "lived longer"), or
+    None (a film's release, a founding)."""
 
     options: tuple[str, str]
     later: bool
     events: tuple[re.Pattern[str], ...]
-    life_end: Literal["born", "died"] | None
+    life_end: Literal["born", "died", "span"] | None
 
     def names_its_event(self, text: str) -> bool:
         """Whether ``text`` (a sub-question) names every event the question does ("born" for "born later")."""
@@ -44,9 +46,12 @@ class TimeComparison:
     def year_in(self, text: str, option: str) -> int | None:
         """The year ``text`` gives ``option``, besides the years in its name: the one year it names or, for a life's
         end, the first year (born) or the last (died) of a text giving a life's span ("Odile Brask (4 March 1881 –
-        1950)"); None for no year, or several where no life's end is asked."""
+        1950)"); for a life's length, the years from the first to the last (70 for "1820 – 1890"). None for no year,
+        several where no life's end is asked, or for a length one year or a last year before the first."""
         own = set(_years(option))
         years = [year for year in _years(text) if year not in own]
+        if self.life_end == "span":
+            return years[-1] - years[0] if len(years) > 1 and years[-1] > years[0] else None
         if len(set(years)) == 1 or (years and self.life_end):
             return years[-1] if self.life_end == "died" else years[0]
         return None
@@ -57,21 +62,26 @@ class TimeComparison:
         if first not in years or second not in years or years[first] == years[second]:
             return None
         picked = (max if self.later else min)(self.options, key=years.__getitem__)
+        if self.life_end == "span":
+            return picked, f"By years lived: {first} {years[first]}, {second} {years[second]}; longer: {picked}."
         return picked, f"By year: {first} {years[first]}, {second} {years[second]}; {'later' if self.later else 'earlier'}: {picked}."
 
 
 def time_comparison(question: str) -> TimeComparison | None:
-    """The comparison of a question naming two options and one direction in time before them ("first", "earlier",
-    "older" / "later", "more recently", "younger"); None otherwise ("Who lived longer, X or Y?" has no direction)."""
+    """The comparison of a question naming two options and, before them, a life's length ("lived longer", "lived to
+    an older age", "a longer life") or one direction in time ("first", "earlier", "older" / "later", "more recently",
+    "younger"); None otherwise ("Which is taller, X or Y?")."""
     options = comparison_options(question)
     if options is None:
         return None
     stem = question[: question.rfind(options[0])]
+    if _LIFESPAN.search(stem):
+        return TimeComparison(options, True, (), "span")
     earlier, later = bool(_EARLIER.search(stem)), bool(_LATER.search(stem))
     if earlier == later:
         return None
     events = tuple(event for event in (_BORN, _DIED) if event.search(stem))
-    life_end: Literal["born", "died"] | None = (
+    life_end: Literal["born", "died", "span"] | None = (
         "died" if _DIED in events else "born" if _BORN in events or _AGE.search(stem) else None
     )
     return TimeComparison(options, later, events, life_end)

@@ -38,7 +38,7 @@ class Script:
         if "find in the reference the country it asks about" in prompt:
             self.calls.append("countries")
             return self.countries
-        if "the date the question compares" in prompt:
+        if "the date the question compares" in prompt or "the years of birth and death" in prompt:
             self.calls.append("years")
             return self.years
         if "Reply with its name only" in prompt:
@@ -495,12 +495,35 @@ def test_each_options_year_is_read_from_its_own_line(reply, expected, question):
     assert (picked[0] if picked else None) == expected
 
 
+@pytest.mark.parametrize(
+    ("question", "reply", "expected"),
+    [
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820 – 1890\nMara Quill: born 1851, died 1899", "Tomas Halvard"),
+        ("Who lived to an older age, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820–1860\nMara Quill: 1851–1899", "Mara Quill"),
+        ("Which playwright lived a longer life, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820 - 1890\nMara Quill: 1851 - 1899", "Tomas Halvard"),
+        # no decision: one year only, a death before the birth, equal lifespans
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820\nMara Quill: 1851 – 1899", None),
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1890 – 1820\nMara Quill: 1851 – 1899", None),
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820 – 1870\nMara Quill: 1851 – 1901", None),
+    ],
+)
+def test_a_lifespan_comparison_picks_the_longer_life_from_each_options_birth_and_death(question, reply, expected):
+    """Issue 40: "Who lived to an older age, X or Y?" was read as "older" (born earlier) and "Who lived longer" as no
+    comparison in time; both compare the years between each option's birth and death."""
+    from multihop_rag.time_order import time_comparison, years_by_option
+
+    comparison = time_comparison(question)
+    assert comparison is not None and comparison.life_end == "span"
+    picked = comparison.pick(years_by_option(reply, comparison))
+    assert (picked[0] if picked else None) == expected
+
+
 def test_only_a_question_with_two_options_and_one_direction_in_time_is_a_time_comparison():
     from multihop_rag.time_order import time_comparison
 
     assert time_comparison("Which film came out more recently, Lantern Road or Sable Song?").later
     assert time_comparison("Who was born later, Tomas Halvard (1851) or Mara Quill?").options[1] == "Mara Quill"
-    assert time_comparison("Who lived longer, Tomas Halvard or Mara Quill?") is None
+    assert time_comparison("Who is older, Tomas Halvard or Mara Quill?").life_end == "born"
     assert time_comparison("Which is taller, the Kesh Bridge or the Sable Tower?") is None
     assert time_comparison(QUESTION) is None
 
@@ -517,6 +540,15 @@ def test_with_compare_years_a_time_comparison_the_years_decide_needs_no_generato
     years_prompt = model.prompts[-1]
     # it reads the documents even after one round, and names both options
     assert "Tomas Halvard was born in Dunmere." in years_prompt and years_prompt.rstrip().endswith("Mara Quill:")
+
+
+def test_a_lifespan_comparison_asks_for_each_persons_birth_and_death():
+    script = Script(judge=("Yes",), years="Tomas Halvard: 1820 – 1890\nMara Quill: 1851 – 1899", answer="Mara Quill")
+    model = ScriptedChatModel(script)
+    state = build_resp_graph(model, retriever(), config=ReSPConfig(judge_threshold=None)).invoke(
+        {"question": "Who lived longer, Tomas Halvard or Mara Quill?"})
+    assert script.calls == ["global", "judge", "years"] and "years of birth and death" in model.prompts[-1]
+    assert state["answer"] == "Tomas Halvard" and state["decided_by"] == "years"
 
 
 def test_undecided_years_or_compare_years_off_leave_the_answer_to_the_generator():
