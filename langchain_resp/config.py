@@ -98,7 +98,9 @@ class ReSPConfig(BaseModel):
         "2Wiki's comparisons ReSP picked the wrong option as often as naive RAG (0.537 on dev 101–200's 41), from "
         "documents that held both years. Dev 101–200, every other call replayed: 2Wiki F1 0.465 against 0.385 (9 "
         "better, 1 worse; 23 of 41 decided, 21 right), HotpotQA 0.451 against 0.441 (1 / 0; 3 decided); MuSiQue "
-        "names no options. A line must give one year: 2Wiki 0.425 (4 / 0, 12 decided).",
+        "names no options. A line must give one year: 2Wiki 0.425 (4 / 0, 12 decided). \"Who lived longer, X or Y?\" "
+        "(and \"lived to an older age\", once read as born earlier) asks for each one's birth and death and picks "
+        "the longer life: 2Wiki 0.515 against 0.505 (1 better, none worse; 2 of 3 decided).",
     )
     compare_countries: bool = Field(
         True,
