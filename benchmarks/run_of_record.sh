@@ -36,6 +36,9 @@
 # (compare_years, a448054): the new call on 2Wiki's and HotpotQA's comparisons in time live, every other call replayed;
 # HiRAG's rows, whose years now read through the core's multihop_rag.time_order, replayed with every answer the same,
 # and again after the mend that typed them (fe8bbb1): every answer the same.
+# ReSP's rows on the three open-* steps were re-run again on 2026-12-05 with "same country" questions decided by the
+# countries (compare_countries) and a life's length by the years lived (time_order, YEARS_OF_LIFE), add27b7: the new
+# calls live, every other call replayed; HiRAG's rows current (a life's length changes none of its answers).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
