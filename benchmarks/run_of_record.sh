@@ -39,6 +39,8 @@
 # ReSP's rows on the three open-* steps were re-run again on 2026-12-05 with "same country" questions decided by the
 # countries (compare_countries) and a life's length by the years lived (time_order, YEARS_OF_LIFE), add27b7: the new
 # calls live, every other call replayed; HiRAG's rows current (a life's length changes none of its answers).
+# The mend after it (the generator's reading built only for those questions; TimeComparison.life) changes no call:
+# ReSP's rows were set aside and replayed the same day.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -257,17 +257,20 @@ def resp_state_graph(
         settings = run_settings(default)
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
-        reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
-        reference = f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory  # compare_* reads, whatever the rounds
+
+        def reference() -> str:  # what compare_countries and compare_years read: the memory and, whatever the rounds, the documents
+            reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
+            return f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
+
         if settings.compare_countries and asks_same_country(state["question"]):
-            ask = countries_prompt(state["question"], reference)
+            ask = countries_prompt(state["question"], reference())
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if (same := same_country(reply.text)) is not None:
                 return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}
         if settings.compare_years and (comparison := time_comparison(state["question"])):
             first, second = comparison.options
-            template = prompts.YEARS_OF_LIFE if comparison.life_end == "span" else prompts.YEARS
-            ask = template.format(reference=reference, question=state["question"], first=first, second=second)
+            template = prompts.YEARS_OF_LIFE if comparison.life == "span" else prompts.YEARS
+            ask = template.format(reference=reference(), question=state["question"], first=first, second=second)
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if picked := comparison.pick(years_by_option(reply.text, comparison)):
                 return {"answer": picked[0], "stop_reason": reason, "decided_by": "years"}

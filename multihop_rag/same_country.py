@@ -46,7 +46,8 @@ def same_country(reply: str) -> bool | None:
     """Whether the two things a reply to :data:`COUNTRIES_PROMPT` lists share their country: its first two lines of
     the form "name: value", with different names and one country in each value; None when they do not give that
     ("unknown", two countries in a line, one line)."""
-    lines = [line.split(":", 1) for line in reply.splitlines() if ":" in line and line.split(":", 1)[1].strip()][:2]
+    lines = [(name, value) for name, colon, value in (line.partition(":") for line in reply.splitlines())
+             if colon and value.strip()][:2]
     if len(lines) != 2 or normalize_answer(lines[0][0]) == normalize_answer(lines[1][0]):
         return None
     first, second = (_country(value) for _, value in lines)

@@ -1,7 +1,7 @@
 """Questions that ask which of two options comes first or later in time ("Which film came out first, X or Y?") or
 lived longer ("Who lived to an older age, X or Y?"), decided from one year, or one life's length, per option (ours):
-given both years, the 1.5B named the later film for "came out first" as often as the earlier one. The methods find the years their own way (HiRAG in its sub-answers, ReSP in a reply
-listing them); the order and the pick are here."""
+given both years, the 1.5B named the later film for "came out first" as often as the earlier one. The methods find
+the years their own way (HiRAG in its sub-answers, ReSP in a reply listing them); the order and the pick are here."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class TimeComparison:
     options: tuple[str, str]
     later: bool
     events: tuple[re.Pattern[str], ...]
-    life_end: Literal["born", "died", "span"] | None
+    life: Literal["born", "died", "span"] | None
 
     def names_its_event(self, text: str) -> bool:
         """Whether ``text`` (a sub-question) names every event the question does ("born" for "born later")."""
@@ -50,10 +50,10 @@ class TimeComparison:
         several where no life's end is asked, or for a length one year or a last year before the first."""
         own = set(_years(option))
         years = [year for year in _years(text) if year not in own]
-        if self.life_end == "span":
+        if self.life == "span":
             return years[-1] - years[0] if len(years) > 1 and years[-1] > years[0] else None
-        if len(set(years)) == 1 or (years and self.life_end):
-            return years[-1] if self.life_end == "died" else years[0]
+        if len(set(years)) == 1 or (years and self.life):
+            return years[-1] if self.life == "died" else years[0]
         return None
 
     def pick(self, years: Mapping[str, int]) -> tuple[str, str] | None:
@@ -62,7 +62,7 @@ class TimeComparison:
         if first not in years or second not in years or years[first] == years[second]:
             return None
         picked = (max if self.later else min)(self.options, key=years.__getitem__)
-        if self.life_end == "span":
+        if self.life == "span":
             return picked, f"By years lived: {first} {years[first]}, {second} {years[second]}; longer: {picked}."
         return picked, f"By year: {first} {years[first]}, {second} {years[second]}; {'later' if self.later else 'earlier'}: {picked}."
 
@@ -81,10 +81,10 @@ def time_comparison(question: str) -> TimeComparison | None:
     if earlier == later:
         return None
     events = tuple(event for event in (_BORN, _DIED) if event.search(stem))
-    life_end: Literal["born", "died", "span"] | None = (
+    life: Literal["born", "died", "span"] | None = (
         "died" if _DIED in events else "born" if _BORN in events or _AGE.search(stem) else None
     )
-    return TimeComparison(options, later, events, life_end)
+    return TimeComparison(options, later, events, life)
 
 
 def years_by_option(reply: str, comparison: TimeComparison) -> dict[str, int]:

@@ -513,7 +513,7 @@ def test_a_lifespan_comparison_picks_the_longer_life_from_each_options_birth_and
     from multihop_rag.time_order import time_comparison, years_by_option
 
     comparison = time_comparison(question)
-    assert comparison is not None and comparison.life_end == "span"
+    assert comparison is not None and comparison.life == "span"
     picked = comparison.pick(years_by_option(reply, comparison))
     assert (picked[0] if picked else None) == expected
 
@@ -523,7 +523,7 @@ def test_only_a_question_with_two_options_and_one_direction_in_time_is_a_time_co
 
     assert time_comparison("Which film came out more recently, Lantern Road or Sable Song?").later
     assert time_comparison("Who was born later, Tomas Halvard (1851) or Mara Quill?").options[1] == "Mara Quill"
-    assert time_comparison("Who is older, Tomas Halvard or Mara Quill?").life_end == "born"
+    assert time_comparison("Who is older, Tomas Halvard or Mara Quill?").life == "born"
     assert time_comparison("Which is taller, the Kesh Bridge or the Sable Tower?") is None
     assert time_comparison(QUESTION) is None
 
