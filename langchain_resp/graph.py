@@ -70,7 +70,7 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
-from multihop_rag.same_country import asks_same_country, countries_prompt, same_country
+from multihop_rag.same_country import asks_same_country, same_country
 from multihop_rag.time_order import time_comparison, years_by_option
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
@@ -263,7 +263,7 @@ def resp_state_graph(
             return f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
 
         if settings.compare_countries and asks_same_country(state["question"]):
-            ask = countries_prompt(state["question"], reference())
+            ask = prompts.COUNTRIES.format(reference=reference(), question=state["question"])
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if (same := same_country(reply.text)) is not None:
                 return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}

@@ -114,6 +114,16 @@ YEARS_OF_LIFE = (
 )
 """Ours (``compare_years``): :data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
 
+COUNTRIES = (
+    "The following are given reference: {reference}\n"
+    "Question: {question}\n"
+    "Do not answer it yet. For each of the two the question compares, find in the reference the country it asks "
+    "about: the nationality of the very person, or the country of the very place or work, it asks about. Reply with "
+    "two lines, each its name as written, a colon and the country (\"unknown\" if the reference does not give it)."
+)
+"""Ours (``compare_countries``): asked instead of the generator when the question asks whether two things share a
+country; ``reference`` as for :data:`YEARS`; :func:`multihop_rag.same_country.same_country` reads the reply."""
+
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

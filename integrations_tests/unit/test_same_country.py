@@ -3,7 +3,7 @@
 import pytest
 
 from multihop_rag.metrics import countries_named, normalize_entity
-from multihop_rag.same_country import asks_same_country, countries_prompt, same_country
+from multihop_rag.same_country import asks_same_country, same_country
 
 
 def test_countries_are_named_by_name_demonym_or_alternate_in_order():
@@ -43,8 +43,3 @@ def test_a_same_country_question_asks_whether_two_things_share_a_country_or_nati
 )
 def test_each_things_country_is_read_from_its_own_line(reply, expected):
     assert same_country(reply) is expected
-
-
-def test_the_prompt_holds_the_reading_and_the_question():
-    prompt = countries_prompt("Are Lantern Road and Sable Song from the same country?", "Lantern Road is a 1958 film.")
-    assert "Lantern Road is a 1958 film." in prompt and "Question: Are Lantern Road and Sable Song" in prompt
