@@ -112,6 +112,15 @@ class ReSPConfig(BaseModel):
         "answer is \"Yes\"; naive RAG to 1. Dev 101–200, every other call replayed: 2Wiki F1 0.505 against 0.465 (+0.040 "
         "[+0.010, +0.080], 4 better, none worse; 9 of 12 decided); HotpotQA's and MuSiQue's tuning questions ask none.",
     )
+    compare_quantities: bool = Field(
+        False,
+        description="A question naming two options and one direction of amount (\"Which mountain is taller, X or "
+        "Y?\", \"Which genus has more species, X or Y?\") is answered by the numbers: the generator's reading (with "
+        "the documents, whatever the rounds) is asked for each option's number and unit, a line each "
+        "(``multihop_rag.quantity_order.QUANTITIES``), and when each line gives one, in the same unit, and the two "
+        "differ, the larger or smaller option is the answer; otherwise the generator answers (ours; False: Table 1's "
+        "generator).",
+    )
 
     @model_validator(mode="after")
     def _rounds_in_order(self) -> Self:

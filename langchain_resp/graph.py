@@ -34,6 +34,8 @@ Algorithm 1 of the paper, node by node::
   is only such a label ("Doc 2") is asked once more with the documents listed by title alone. With
   ``compare_years`` (ours), a question naming two options and an order in time first asks that reading, with
   the documents, for each option's date (``prompts.YEARS``); two different years answer it without the generator.
+  ``compare_countries`` and ``compare_quantities`` (ours) do the same for "same country" questions and for
+  amounts ("taller", "more species").
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every
@@ -70,6 +72,7 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
+from multihop_rag.quantity_order import QUANTITIES, quantity_comparison
 from multihop_rag.same_country import asks_same_country, same_country
 from multihop_rag.time_order import time_comparison, years_by_option
 
@@ -258,7 +261,7 @@ def resp_state_graph(
         memory = combined_memory(state["global_memory"], state.get("local_memory", []))
         reason = state.get("stop_reason") or ("sufficient" if state.get("judgement") == "Yes" else "max_iterations")
 
-        def reference() -> str:  # what compare_countries and compare_years read: the memory and, whatever the rounds, the documents
+        def reference() -> str:  # what the compare_* settings read: the memory and, whatever the rounds, the documents
             reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
             return f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
 
@@ -274,6 +277,12 @@ def resp_state_graph(
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if picked := comparison.pick(years_by_option(reply.text, comparison)):
                 return {"answer": picked[0], "stop_reason": reason, "decided_by": "years"}
+        if settings.compare_quantities and (amounts := quantity_comparison(state["question"])):
+            first, second = amounts.options
+            ask = QUANTITIES.format(reference=reference(), question=state["question"], first=first, second=second)
+            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
+            if picked := amounts.pick(amounts.amounts(reply.text)):
+                return {"answer": picked[0], "stop_reason": reason, "decided_by": "quantities"}
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)
         template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE

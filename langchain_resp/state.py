@@ -52,7 +52,8 @@ class ReSPOutput(TypedDict, total=False):
     """1 when the generator answered with a document's label ("Doc 2") and was asked again without labels."""
     decided_by: str
     """What answered instead of the generator: ``years`` (``compare_years``: the option the two options' years pick),
-    ``countries`` (``compare_countries``: whether the two things' countries are one), or "" (the generator)."""
+    ``countries`` (``compare_countries``: whether the two things' countries are one), ``quantities``
+    (``compare_quantities``: the option the two options' numbers pick), or "" (the generator)."""
     truncated: Annotated[int, operator.add]
     """Replies cut at the token cap; their unfinished last sentence was dropped (sum)."""
     passages: Annotated[list[dict[str, str]], operator.add]

@@ -99,6 +99,13 @@ class HiRAGConfig(BaseModel):
         "101–200: it decided 7 of 2Wiki's questions (2 answers better, none worse: F1 0.545 against 0.525) and 2 of "
         "HotpotQA's (1 better: 0.441 against 0.431)."
     )
+    compare_quantities: bool = Field(
+        False, description="A question naming two options and one direction of amount (\"Which mountain is taller, "
+        "X or Y?\", \"Which genus has more species, X or Y?\") first asks the Summarizer's reading (the known "
+        "information and the documents of reader_tokens) for each option's number and unit, a line each "
+        "(``multihop_rag.quantity_order.QUANTITIES``); one number each, in one unit, that differ answer it without "
+        "the Summarizer (ours; False: eq. 2's Summarizer answers every question)."
+    )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
         "is asked again once, as the Decomposer's initialization wants a simple question (§4.2; ours: the 1.5B restates)."

@@ -50,7 +50,10 @@ Algorithm 1 (Appendix A.2), node by node::
   naming the entity, else with the original question, then answer the sub-question from a dense
   search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
   found are the sub-answer's evidence (``rewrite_hits``).
-- ``summarize`` (eq. 2): the final answer from the question and all sub-answers. With ``summary_style``
+- ``summarize`` (eq. 2): the final answer from the question and all sub-answers. With ``compare_years`` (ours)
+  a comparison in time is answered from the years its sub-answers give, and with ``compare_quantities`` (ours) a
+  comparison of amounts ("taller", "more species") from each option's number, asked of the Summarizer's reading.
+  With ``summary_style``
   "analysis" a step-by-step analysis, then a short keyword answer extracted from it (as the authors' pipeline
   does for EM); "short" (ours, the default) answers in a few words in one call. With ``summarizer_reads``
   (ours) each sub-answer follows its sub-question ("pairs"), and the chunk it came from ("pairs_and_chunks");
@@ -106,6 +109,7 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import comparison_options, normalize_answer, picked_option
+from multihop_rag.quantity_order import QUANTITIES, quantity_comparison
 from multihop_rag.short_answer import short_answer_prompt
 
 __all__ = [
@@ -287,8 +291,17 @@ def hirag_state_graph(
         question = state["question"]
         reads = [i for d in docs for i in d["id"].split(",") if i]
         known = _known(entries, state, settings.summarizer_reads)
+        asked = 0
+        if settings.compare_quantities and (amounts := quantity_comparison(question)):
+            reference = f"{known}\n[Retrieved documents]\n{format_reading(docs)}" if docs else known
+            ask = QUANTITIES.format(reference=reference, question=question, first=amounts.options[0], second=amounts.options[1])
+            reply = yield Call(models["answerer"], ask, max_tokens=cap)
+            if picked := amounts.pick(amounts.amounts(reply.text)):
+                return {"answer": picked[0], "reasoning": picked[1], "summary_reads": reads, "llm_calls": 1}
+            asked = 1
         if settings.summary_style == "short":
-            return (yield from short_answer(question, known, docs)) | {"summary_reads": reads}
+            answered = yield from short_answer(question, known, docs)
+            return answered | {"summary_reads": reads, "llm_calls": answered["llm_calls"] + asked}
         if settings.summarizer_reads == "chunks":
             template = prompts.SUMMARIZE_DOCUMENTS
         else:
@@ -313,7 +326,7 @@ def hirag_state_graph(
             invented, answer = [answer], concluded.strip()
         answer, extra, cut, off_option = yield from one_of_the_options(
             question, answer, lambda one_of: prompts.EXTRACT_ANSWER.format(response=concluded, question=one_of))
-        calls, truncated = calls + extra, truncated + cut
+        calls, truncated = calls + extra + asked, truncated + cut
         return {
             "reasoning": reasoning.text.strip(),
             "answer": answer,

@@ -71,6 +71,7 @@ class Script:
         facts=None,
         internal="I don't know",
         rewrite="Where was Franco Rossi, the director of Lantern Road, born?",
+        amounts="unknown",
     ):
         self.sub_questions = list(sub_questions)
         self.entities = entities or {
@@ -84,6 +85,7 @@ class Script:
         }
         self.internal = internal
         self.rewrite = rewrite
+        self.amounts = amounts
         self.calls: list[str] = []
         self.prompts: dict[str, list[str]] = {}
 
@@ -126,6 +128,9 @@ class Script:
         if prompt.startswith("Answer the question with the documents. First analyse the question and the documents step by step"):
             self._log("summarize", prompt)
             return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
+        if "the number the question compares" in prompt:
+            self._log("amounts", prompt)
+            return self.amounts
         if "answer the question in as few words as possible" in prompt:
             self._log("summarize", prompt)
             return "Dunmere"
@@ -776,6 +781,32 @@ def test_with_compare_years_a_comparison_the_years_decide_needs_no_summarizer_ca
         assert ("summarize" in script.calls) is not setting
         if setting:
             assert state["answer"] == "Tomas Halvard" and "1820" in state["reasoning"]
+
+
+@pytest.mark.parametrize(
+    ("amounts", "setting", "answer"),
+    [
+        ("Kesh Bridge: 40 m\nDunmere: 12 m", True, "Kesh Bridge"),
+        ("Kesh Bridge: 40 m\nDunmere: unknown", True, "Dunmere"),
+        ("Kesh Bridge: 40 m\nDunmere: 12 m", False, "Dunmere"),
+    ],
+)
+def test_with_compare_quantities_the_options_numbers_answer_without_the_summarizer(corpus, amounts, setting, answer):
+    """Issue 40: a comparison of amounts ("taller", "more species") asks the Summarizer's reading (the sub-answers and
+    the documents) for each option's number; two numbers that differ answer it, anything else leaves it to the
+    Summarizer, one call later."""
+    question = "Which is taller, Kesh Bridge or Dunmere?"
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "That's enough."], amounts=amounts)
+    state = run(corpus, script, question, th1=2, min_subquestions=1, compare_quantities=setting)
+    decided = answer == "Kesh Bridge"
+    assert state["answer"] == answer and ("summarize" in script.calls) is not decided
+    assert script.calls.count("amounts") == int(setting)
+    if setting:
+        asked = script.prompts["amounts"][0]
+        assert "The Kesh Bridge was designed by Tomas Halvard." in asked and "[Retrieved documents]" in asked
+        assert asked.endswith("Kesh Bridge:\nDunmere:")
+    if decided:
+        assert "40" in state["reasoning"]
 
 
 def test_a_runs_context_overrides_the_graphs_settings(corpus):

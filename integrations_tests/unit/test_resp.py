@@ -28,9 +28,9 @@ class Script:
     """Answers by role, recognised from the Table 1 prompt each node sends."""
 
     def __init__(self, judge=("No",), plan=("Who is Tomas Halvard?",), local="Yes, Tomas Halvard.", answer="Dunmere",
-                 names=("Tomas Halvard",), years="unknown", countries="unknown"):
+                 names=("Tomas Halvard",), years="unknown", countries="unknown", amounts="unknown"):
         self.judge, self.plan, self.local, self.answer, self.years = list(judge), list(plan), local, answer, years
-        self.countries = countries
+        self.countries, self.amounts = countries, amounts
         self.names = list(names)
         self.calls: list[str] = []
 
@@ -38,6 +38,9 @@ class Script:
         if "find in the reference the country it asks about" in prompt:
             self.calls.append("countries")
             return self.countries
+        if "the number the question compares" in prompt:
+            self.calls.append("amounts")
+            return self.amounts
         if "the date the question compares" in prompt or "the years of birth and death" in prompt:
             self.calls.append("years")
             return self.years
@@ -62,7 +65,8 @@ class Script:
         raise AssertionError(prompt)
 
 
-PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False, compare_countries=False)
+PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False, compare_countries=False,
+                  compare_quantities=False)
 """Table 1's judge (its greedy Yes/No reply) and memory-only generator for every question: what these tests pin unless they say otherwise."""
 
 
@@ -587,8 +591,34 @@ def test_with_compare_countries_two_things_countries_answer_whether_they_share_o
         assert "Tomas Halvard was born in Dunmere." in asked and f"Question: {SAME_COUNTRY}" in asked
 
 
+TALLER = "Which tower is taller, Tomas Halvard Tower or Mara Quill Tower?"
+
+
+@pytest.mark.parametrize(
+    ("amounts", "setting", "calls", "answer"),
+    [
+        ("Tomas Halvard Tower: 120 m\nMara Quill Tower: 95 metres", True, ["global", "judge", "amounts"], "Tomas Halvard Tower"),
+        ("Tomas Halvard Tower: 120 m\nMara Quill Tower: 400 ft", True, ["global", "judge", "amounts", "generate"], "Dunmere"),
+        ("Tomas Halvard Tower: 120 m\nMara Quill Tower: unknown", True, ["global", "judge", "amounts", "generate"], "Dunmere"),
+        ("Tomas Halvard Tower: 120 m\nMara Quill Tower: 95 m", False, ["global", "judge", "generate"], "Dunmere"),
+    ],
+)
+def test_with_compare_quantities_the_options_numbers_pick_the_answer(amounts, setting, calls, answer):
+    """Issue 40: a question comparing amounts ("taller", "more species") asks the generator's reading, with the
+    documents, for each option's number; two numbers in one unit that differ answer without the generator."""
+    script = Script(judge=("Yes",), amounts=amounts)
+    model = ScriptedChatModel(script)
+    config = ReSPConfig(judge_threshold=None, compare_quantities=setting)
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": TALLER})
+    assert script.calls == calls and state["answer"] == answer
+    assert state["decided_by"] == ("quantities" if answer.endswith("Tower") else "")
+    if setting:
+        asked = next(p for p in model.prompts if "the number the question compares" in p)
+        assert "Tomas Halvard was born in Dunmere." in asked and asked.endswith("Tomas Halvard Tower:\nMara Quill Tower:")
+
+
 def test_a_question_without_options_is_never_asked_for_years():
     script = Script(judge=("Yes",))
-    config = ReSPConfig(judge_threshold=None, compare_years=True, compare_countries=True)
+    config = ReSPConfig(judge_threshold=None, compare_years=True, compare_countries=True, compare_quantities=True)
     build_resp_graph(ScriptedChatModel(script), retriever(), config=config).invoke({"question": QUESTION})
-    assert "years" not in script.calls and "countries" not in script.calls
+    assert not {"years", "countries", "amounts"} & set(script.calls)
