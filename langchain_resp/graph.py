@@ -33,7 +33,7 @@ Algorithm 1 of the paper, node by node::
   run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
   is only such a label ("Doc 2") is asked once more with the documents listed by title alone. With
   ``compare_years`` (ours), a question naming two options and an order in time first asks that reading, with
-  the documents, for each option's date (``prompts.YEARS``); two different years answer it without the generator.
+  the documents, for each option's date (``multihop_rag.time_order.YEARS``); two different years answer it without the generator.
   ``compare_countries`` and ``compare_quantities`` (ours) do the same for "same country" questions and for
   amounts ("taller", "more species").
 
@@ -72,9 +72,9 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
-from multihop_rag.quantity_order import QUANTITIES, quantity_comparison
+from multihop_rag.quantity_order import quantity_comparison
 from multihop_rag.same_country import asks_same_country, same_country
-from multihop_rag.time_order import time_comparison, years_by_option
+from multihop_rag.time_order import time_comparison
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
 
@@ -270,19 +270,14 @@ def resp_state_graph(
             reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
             if (same := same_country(reply.text)) is not None:
                 return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}
-        if settings.compare_years and (comparison := time_comparison(state["question"])):
-            first, second = comparison.options
-            template = prompts.YEARS_OF_LIFE if comparison.life == "span" else prompts.YEARS
-            ask = template.format(reference=reference(), question=state["question"], first=first, second=second)
-            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
-            if picked := comparison.pick(years_by_option(reply.text, comparison)):
-                return {"answer": picked[0], "stop_reason": reason, "decided_by": "years"}
-        if settings.compare_quantities and (amounts := quantity_comparison(state["question"])):
-            first, second = amounts.options
-            ask = QUANTITIES.format(reference=reference(), question=state["question"], first=first, second=second)
-            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
-            if picked := amounts.pick(amounts.amounts(reply.text)):
-                return {"answer": picked[0], "stop_reason": reason, "decided_by": "quantities"}
+        comparisons = {"years": time_comparison(state["question"]) if settings.compare_years else None,
+                       "quantities": quantity_comparison(state["question"]) if settings.compare_quantities else None}
+        for decided_by, comparison in comparisons.items():
+            if comparison is not None:
+                ask = comparison.prompt(state["question"], reference())
+                reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
+                if picked := comparison.decide(reply.text):
+                    return {"answer": picked[0], "stop_reason": reason, "decided_by": decided_by}
         budget = settings.reader_tokens if state["iterations"] >= settings.reader_min_rounds else 0
         docs = reading_list(state.get("passages", []), budget, labelled=True)
         template = prompts.GENERATE_WITH_DOCUMENTS if docs else prompts.GENERATE

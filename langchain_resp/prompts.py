@@ -93,27 +93,6 @@ GENERATE_WITH_DOCUMENTS = (
 )
 """Ours: Table 1's generation prompt with the retrieved documents after the memory (``reader_tokens`` > 0)."""
 
-YEARS = (
-    "The following are given reference: {reference}\n"
-    "Question: {question}\n"
-    "Do not answer it yet. For each of the two, find in the reference the date the question compares: the birth, "
-    "death, release or founding it asks about, of the very person or work it asks about. Reply with two lines, each "
-    "the name as written, a colon, whose date it is and the date (\"unknown\" if the reference does not give it):\n"
-    "{first}:\n{second}:"
-)
-"""Ours (``compare_years``): asked instead of the generator when the question names two options and an order in time;
-``reference`` is the generator's (the memory, then the documents)."""
-
-YEARS_OF_LIFE = (
-    "The following are given reference: {reference}\n"
-    "Question: {question}\n"
-    "Do not answer it yet. For each of the two, find in the reference the years of birth and death of the very person "
-    "it asks about. Reply with two lines, each the name as written, a colon, and the two years (\"unknown\" if the "
-    "reference does not give them):\n"
-    "{first}:\n{second}:"
-)
-"""Ours (``compare_years``): :data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
-
 COUNTRIES = (
     "The following are given reference: {reference}\n"
     "Question: {question}\n"
@@ -122,7 +101,8 @@ COUNTRIES = (
     "two lines, each its name as written, a colon and the country (\"unknown\" if the reference does not give it)."
 )
 """Ours (``compare_countries``): asked instead of the generator when the question asks whether two things share a
-country; ``reference`` as for :data:`YEARS`; :func:`multihop_rag.same_country.same_country` reads the reply."""
+country; ``reference`` is the generator's (the memory, then the documents); :func:`multihop_rag.same_country.same_country`
+reads the reply."""
 
 REPLAN = (
     "Known information: {memory}\n"

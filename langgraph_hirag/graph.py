@@ -51,8 +51,9 @@ Algorithm 1 (Appendix A.2), node by node::
   search over the whole corpus (the local stand-in for the paper's Google search); the chunks it
   found are the sub-answer's evidence (``rewrite_hits``).
 - ``summarize`` (eq. 2): the final answer from the question and all sub-answers. With ``compare_years`` (ours)
-  a comparison in time is answered from the years its sub-answers give, and with ``compare_quantities`` (ours) a
-  comparison of amounts ("taller", "more species") from each option's number, asked of the Summarizer's reading.
+  a comparison in time is answered from the years its sub-answers give or, with ``years_from_reading``, from the
+  dates the Summarizer's reading gives when asked; with ``compare_quantities`` (ours) a comparison of amounts
+  ("taller", "more species") from each option's number, asked of the same reading.
   With ``summary_style``
   "analysis" a step-by-step analysis, then a short keyword answer extracted from it (as the authors' pipeline
   does for EM); "short" (ours, the default) answers in a few words in one call. With ``summarizer_reads``
@@ -109,8 +110,9 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import comparison_options, normalize_answer, picked_option
-from multihop_rag.quantity_order import QUANTITIES, quantity_comparison
+from multihop_rag.quantity_order import QuantityComparison, quantity_comparison
 from multihop_rag.short_answer import short_answer_prompt
+from multihop_rag.time_order import TimeComparison, time_comparison
 
 __all__ = [
     "ROLES",
@@ -162,6 +164,16 @@ def _known(entries: Sequence[SubQuestionTrace], state: HiRAGState, reads: str) -
     if reads in ("pairs", "pairs_and_chunks"):
         return evidence_notes(entries, chunks=reads == "pairs_and_chunks")
     return " ".join(a for a in state.get("sub_answers", []) if a) or "None"
+
+
+def _asked_of_reading(question: str, settings: HiRAGConfig) -> TimeComparison | QuantityComparison | None:
+    """The comparison the Summarizer's reading is asked to decide before the Summarizer answers: a comparison in time
+    with ``years_from_reading`` (unless its dates are another's, a hop behind each option), or of amounts with
+    ``compare_quantities``."""
+    in_time = time_comparison(question) if settings.compare_years and settings.years_from_reading else None
+    if in_time is not None and not in_time.of_another:
+        return in_time
+    return quantity_comparison(question) if settings.compare_quantities else None
 
 
 def _decomposition(
@@ -292,11 +304,10 @@ def hirag_state_graph(
         reads = [i for d in docs for i in d["id"].split(",") if i]
         known = _known(entries, state, settings.summarizer_reads)
         asked = 0
-        if settings.compare_quantities and (amounts := quantity_comparison(question)):
+        if comparison := _asked_of_reading(question, settings):
             reference = f"{known}\n[Retrieved documents]\n{format_reading(docs)}" if docs else known
-            ask = QUANTITIES.format(reference=reference, question=question, first=amounts.options[0], second=amounts.options[1])
-            reply = yield Call(models["answerer"], ask, max_tokens=cap)
-            if picked := amounts.pick(amounts.amounts(reply.text)):
+            reply = yield Call(models["answerer"], comparison.prompt(question, reference), max_tokens=cap)
+            if picked := comparison.decide(reply.text):
                 return {"answer": picked[0], "reasoning": picked[1], "summary_reads": reads, "llm_calls": 1}
             asked = 1
         if settings.summary_style == "short":

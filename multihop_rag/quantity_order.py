@@ -66,6 +66,10 @@ class QuantityComparison:
     options: tuple[str, str]
     more: bool
 
+    def prompt(self, question: str, reference: str) -> str:
+        """The request to a reading (``reference``) for each option's number (:data:`QUANTITIES`)."""
+        return QUANTITIES.format(reference=reference, question=question, first=self.options[0], second=self.options[1])
+
     def amounts(self, reply: str) -> dict[str, float]:
         """Each option's number from a reply listing them a line each ("Gasherbrum II: 8,035 m"): the first number of
         the first line naming it and not the other option. Left out: an option without such a line or number, and
@@ -82,6 +86,10 @@ class QuantityComparison:
                 found[named[0]] = amount
         units = {unit for _, unit in found.values()}
         return {} if len(units) > 1 else {option: number for option, (number, _) in found.items()}
+
+    def decide(self, reply: str) -> tuple[str, str] | None:
+        """The option a reply to :meth:`prompt` picks, and why: :meth:`pick` of :meth:`amounts`."""
+        return self.pick(self.amounts(reply))
 
     def pick(self, amounts: dict[str, float]) -> tuple[str, str] | None:
         """The option the numbers pick and a line saying why; None unless both options have one and they differ."""

@@ -1,7 +1,8 @@
 """Questions that ask which of two options comes first or later in time ("Which film came out first, X or Y?") or
 lived longer ("Who lived to an older age, X or Y?"), decided from one year, or one life's length, per option (ours):
 given both years, the 1.5B named the later film for "came out first" as often as the earlier one. The methods find
-the years their own way (HiRAG in its sub-answers, ReSP in a reply listing them); the order and the pick are here."""
+the years their own way (HiRAG in its sub-answers, either in a reply of its reading to :meth:`TimeComparison.prompt`);
+the order and the pick are here."""
 
 from __future__ import annotations
 
@@ -12,7 +13,27 @@ from typing import Literal
 
 from multihop_rag.metrics import answer_in_text, comparison_options
 
-__all__ = ["TimeComparison", "time_comparison", "years_by_option"]
+__all__ = ["YEARS", "YEARS_OF_LIFE", "TimeComparison", "time_comparison", "years_by_option"]
+
+YEARS = (
+    "The following are given reference: {reference}\n"
+    "Question: {question}\n"
+    "Do not answer it yet. For each of the two, find in the reference the date the question compares: the birth, "
+    "death, release or founding it asks about, of the very person or work it asks about. Reply with two lines, each "
+    "the name as written, a colon, whose date it is and the date (\"unknown\" if the reference does not give it):\n"
+    "{first}:\n{second}:"
+)
+"""Asked of a method's reading (``reference``) for each option's date, read by :func:`years_by_option`."""
+
+YEARS_OF_LIFE = (
+    "The following are given reference: {reference}\n"
+    "Question: {question}\n"
+    "Do not answer it yet. For each of the two, find in the reference the years of birth and death of the very person "
+    "it asks about. Reply with two lines, each the name as written, a colon, and the two years (\"unknown\" if the "
+    "reference does not give them):\n"
+    "{first}:\n{second}:"
+)
+""":data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
@@ -20,6 +41,7 @@ _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly
                     re.IGNORECASE)
 _BORN, _DIED = re.compile(r"\b(?:born|birth)\b", re.IGNORECASE), re.compile(r"\b(?:die|died|death)\b", re.IGNORECASE)
 _AGE = re.compile(r"\b(?:older|oldest|younger|youngest)\b", re.IGNORECASE)
+_OF_ANOTHER = re.compile(r"\b(?:whose|ha[sd] the)\b", re.IGNORECASE)
 _LIFESPAN = re.compile(r"\blived\b.*\b(?:longer|longest|older|oldest)\b|\blonge(?:r|st) li(?:fe|ves)\b", re.IGNORECASE)
 
 
@@ -30,14 +52,21 @@ def _years(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class TimeComparison:
-    """A question's two options, whether it asks for the later (or longer) one, the events (born, died) it names, and
-    what of a life it compares: "born" (also for "older", "younger"), "died", "span" (its length: "lived longer"), or
-    None (a film's release, a founding)."""
+    """A question's two options, whether it asks for the later (or longer) one, the events (born, died) it names, what
+    of a life it compares: "born" (also for "older", "younger"), "died", "span" (its length: "lived longer"), or None
+    (a film's release, a founding), and whether the dates are another's, a hop behind each option ("Which film has the
+    director born earlier, X or Y?", "whose director")."""
 
     options: tuple[str, str]
     later: bool
     events: tuple[re.Pattern[str], ...]
     life: Literal["born", "died", "span"] | None
+    of_another: bool = False
+
+    def prompt(self, question: str, reference: str) -> str:
+        """The request to a reading (``reference``) for each option's date, or years of life for a life's length."""
+        template = YEARS_OF_LIFE if self.life == "span" else YEARS
+        return template.format(reference=reference, question=question, first=self.options[0], second=self.options[1])
 
     def names_its_event(self, text: str) -> bool:
         """Whether ``text`` (a sub-question) names every event the question does ("born" for "born later")."""
@@ -55,6 +84,10 @@ class TimeComparison:
         if len(set(years)) == 1 or (years and self.life):
             return years[-1] if self.life == "died" else years[0]
         return None
+
+    def decide(self, reply: str) -> tuple[str, str] | None:
+        """The option a reply to :meth:`prompt` picks, and why: :meth:`pick` of :func:`years_by_option`."""
+        return self.pick(years_by_option(reply, self))
 
     def pick(self, years: Mapping[str, int]) -> tuple[str, str] | None:
         """The option the years pick and a line saying why; None unless both options have a year and they differ."""
@@ -75,8 +108,9 @@ def time_comparison(question: str) -> TimeComparison | None:
     if options is None:
         return None
     stem = question[: question.rfind(options[0])]
+    of_another = bool(_OF_ANOTHER.search(stem))
     if _LIFESPAN.search(stem):
-        return TimeComparison(options, True, (), "span")
+        return TimeComparison(options, True, (), "span", of_another)
     earlier, later = bool(_EARLIER.search(stem)), bool(_LATER.search(stem))
     if earlier == later:
         return None
@@ -84,7 +118,7 @@ def time_comparison(question: str) -> TimeComparison | None:
     life: Literal["born", "died", "span"] | None = (
         "died" if _DIED in events else "born" if _BORN in events or _AGE.search(stem) else None
     )
-    return TimeComparison(options, later, events, life)
+    return TimeComparison(options, later, events, life, of_another)
 
 
 def years_by_option(reply: str, comparison: TimeComparison) -> dict[str, int]:

@@ -72,6 +72,7 @@ class Script:
         internal="I don't know",
         rewrite="Where was Franco Rossi, the director of Lantern Road, born?",
         amounts="unknown",
+        years="unknown",
     ):
         self.sub_questions = list(sub_questions)
         self.entities = entities or {
@@ -85,7 +86,7 @@ class Script:
         }
         self.internal = internal
         self.rewrite = rewrite
-        self.amounts = amounts
+        self.amounts, self.years = amounts, years
         self.calls: list[str] = []
         self.prompts: dict[str, list[str]] = {}
 
@@ -128,6 +129,9 @@ class Script:
         if prompt.startswith("Answer the question with the documents. First analyse the question and the documents step by step"):
             self._log("summarize", prompt)
             return "Analysis: Halvard designed it and was born in Dunmere.\nAnswer: He was born in Dunmere."
+        if "the date the question compares" in prompt or "the years of birth and death" in prompt:
+            self._log("years", prompt)
+            return self.years
         if "the number the question compares" in prompt:
             self._log("amounts", prompt)
             return self.amounts
@@ -807,6 +811,31 @@ def test_with_compare_quantities_the_options_numbers_answer_without_the_summariz
         assert asked.endswith("Kesh Bridge:\nDunmere:")
     if decided:
         assert "40" in state["reasoning"]
+
+
+@pytest.mark.parametrize(
+    ("question", "setting", "asked", "answer"),
+    [
+        ("Who was born first, Tomas Halvard or Franco Rossi?", True, True, "Tomas Halvard"),
+        ("Who lived longer, Tomas Halvard or Franco Rossi?", True, True, "Tomas Halvard"),
+        ("Who was born first, Tomas Halvard or Franco Rossi?", False, False, "Dunmere"),
+        # the dates are another's, a hop behind each option: the reading need not hold them
+        ("Which bridge has the designer born first, Tomas Halvard or Franco Rossi?", True, False, "Dunmere"),
+    ],
+)
+def test_with_years_from_reading_a_comparison_in_time_the_sub_answers_leave_open_asks_the_reading(
+    corpus, question, setting, asked, answer
+):
+    """Issue 40: on HotpotQA the 1.5B's Decomposer restated "Which film came out first, X or Y?" and its sub-answers
+    gave no year. With ``years_from_reading`` the Summarizer's reading is asked for each option's dates, and two years
+    that differ answer it; not when the question asks for another's dates ("has the director born earlier")."""
+    years = "Tomas Halvard: 1820 – 1899\nFranco Rossi: 1919 – 1960"
+    script = Script(sub_questions=["Who designed the Kesh Bridge?", "That's enough."], years=years)
+    state = run(corpus, script, question, th1=2, min_subquestions=1, years_from_reading=setting)
+    assert state["answer"] == answer and script.calls.count("years") == int(asked)
+    assert ("summarize" in script.calls) is (answer == "Dunmere")
+    if asked:
+        assert "[Retrieved documents]" in script.prompts["years"][0]
 
 
 def test_a_runs_context_overrides_the_graphs_settings(corpus):

@@ -530,6 +530,10 @@ def test_only_a_question_with_two_options_and_one_direction_in_time_is_a_time_co
     assert time_comparison("Who is older, Tomas Halvard or Mara Quill?").life == "born"
     assert time_comparison("Which is taller, the Kesh Bridge or the Sable Tower?") is None
     assert time_comparison(QUESTION) is None
+    # whose dates: the options' own, or another's a hop behind each
+    assert not time_comparison("Which film came out first, Lantern Road or Sable Song?").of_another
+    assert time_comparison("Which film has the director born earlier, Lantern Road or Sable Song?").of_another
+    assert time_comparison("Which film whose director died first, Lantern Road or Sable Song?").of_another
 
 
 def test_with_compare_years_a_time_comparison_the_years_decide_needs_no_generator_call():
