@@ -33,9 +33,9 @@ Algorithm 1 of the paper, node by node::
   run has made ``reader_min_rounds`` rounds. They are listed as FlashRAG's "Doc N(Title: …)"; an answer that
   is only such a label ("Doc 2") is asked once more with the documents listed by title alone. With
   ``compare_years`` (ours), a question naming two options and an order in time first asks that reading, with
-  the documents, for each option's date (``multihop_rag.time_order.YEARS``); two different years answer it without the generator.
-  ``compare_countries`` and ``compare_quantities`` (ours) do the same for "same country" questions and for
-  amounts ("taller", "more species").
+  the documents, for each option's date (``multihop_rag.time_order.YEARS``); two different years answer it
+  without the generator. ``compare_countries`` and ``compare_quantities`` (ours) do the same for "same
+  country" questions and for amounts ("taller", "more species").
 
 The loop is bounded by ``max_iterations`` rounds of retrieval (default 3, §5.2); when the bound
 is reached the graph goes straight to ``generate`` without judging or planning again. Every

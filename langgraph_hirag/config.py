@@ -116,8 +116,8 @@ class HiRAGConfig(BaseModel):
         "information and the documents of reader_tokens) for each option's number and unit, a line each "
         "(``multihop_rag.quantity_order.QUANTITIES``); one number each, in one unit, that differ answer it without "
         "the Summarizer (ours; False: eq. 2's Summarizer answers every question). HotpotQA's tuning questions (dev "
-        "101–200) ask three (2Wiki's and MuSiQue's none): the numbers picked the Summarizer's answers, 2 right and 1 "
-        "wrong, for one call each (F1 0.441 both); ReSP, whose generator had one of them wrong, gained it."
+        "101–200) ask three (2Wiki's and MuSiQue's none): the numbers decided two, as the Summarizer had answered them, "
+        "for one call each (F1 0.441 both); ReSP, whose generator had one of them wrong, gained it."
     )
     ask_again_if_restated: bool = Field(
         False, description="A first sub-question that restates the question (content-word overlap ≥ restate_threshold) "
