@@ -44,19 +44,21 @@ _UNITS = {
     "ft": "ft", "foot": "ft", "feet": "ft", "mi": "mi", "mile": "mi", "miles": "mi",
     "kg": "kg", "kilogram": "kg", "kilograms": "kg", "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb",
 }
-"""Units of length and weight, whose mix (metres against feet) leaves a comparison undecided."""
+"""Other names of units of length and weight ("metres" is "m")."""
 
 
 def _amount(value: str) -> tuple[float, str] | None:
-    """The first number of a line's value ("8,035 m (26,362 ft)" -> 8035, "m"; "25 million records"; "seven") and
-    its unit of length or weight ("" for any other word); None for no number or a range ("1978 to 1996")."""
+    """The first number of a line's value ("8,035 m (26,362 ft)" -> 8035, "m"; "25 million records" -> 25e6,
+    "record"; "seven") and its unit, the word after it in the singular ("" for none); None for no number or a range
+    ("1978 to 1996")."""
     match = _NUMBER.search(value)
     if match is None or _RANGE.match(value[match.end():]):
         return None
     digits, scale, word = match.groups()
     number = float(_WORDS.index(word.lower()) + 1) if word else float(digits.replace(",", "")) * _SCALE.get((scale or "").lower(), 1)
     unit = _UNIT.match(value[match.end():])
-    return number, _UNITS.get(unit.group(1).lower(), "") if unit else ""
+    word = unit.group(1).lower() if unit else ""
+    return number, _UNITS.get(word, word.removesuffix("s"))
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class QuantityComparison:
     def amounts(self, reply: str) -> dict[str, float]:
         """Each option's number from a reply listing them a line each ("Gasherbrum II: 8,035 m"): the first number of
         the first line naming it and not the other option. Left out: an option without such a line or number, and
-        both options when their units differ (metres against feet)."""
+        both options when their units differ (metres against feet, "18 years" against "1780")."""
         found: dict[str, tuple[float, str]] = {}
         for line in reply.splitlines():
             named = [option for option in self.options if answer_in_text(line, option)]

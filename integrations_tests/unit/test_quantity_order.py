@@ -56,6 +56,10 @@ MOUNTAINS = "Which mountain is taller, Dunmere Peak or Estmark Ri?"
         (MOUNTAINS, "Dunmere Peak: 8,035 m\nEstmark Ri: unknown", None),
         (MOUNTAINS, "Dunmere Peak: 8,035 m\nEstmark Ri: 8,035 m", None),
         (MOUNTAINS, "Dunmere Peak: 8,035 m\nEstmark Ri: 24,000 ft", None),
+        # a number with a unit against one without, or against another unit: "18 years" is no "1780"
+        ("Which satellite was operational longer, Velmora or Caldor?", "Velmora: 18 years\nCaldor: 1780", None),
+        ("Which band has more members, Kesh or Sable?", "Kesh: 5 members\nSable: 3 albums", None),
+        ("Which band has more members, Kesh or Sable?", "Kesh: 1 member\nSable: 3 members", "Sable"),
         ("Which satellite was operational longer, Velmora or Caldor?", "Velmora: 1978 to 1996\nCaldor: 1983–1986", None),
         (MOUNTAINS, "Dunmere Peak: 8,035 m", None),
         (MOUNTAINS, "Dunmere Peak and Estmark Ri: 8,035 m and 7,205 m", None),
