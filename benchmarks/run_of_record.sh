@@ -41,6 +41,11 @@
 # calls live, every other call replayed; HiRAG's rows current (a life's length changes none of its answers).
 # The mend after it (the generator's reading built only for those questions; TimeComparison.life) changes no call:
 # ReSP's rows were set aside and replayed the same day.
+# ReSP's and HiRAG's rows on the three open-* steps were re-run on 2026-12-06 with comparisons of amounts decided by
+# the options' numbers (compare_quantities, both) and HiRAG's comparisons in time its sub-answers leave open decided by
+# its reading's dates (years_from_reading), d9ee234: the new calls live, every other call replayed. The core's fix
+# after it (two numbers compare only in one unit, c156125) changes one of ReSP's HotpotQA answers and no method's code
+# hash: that row was removed and re-run the same day.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
