@@ -54,11 +54,14 @@ def _amount(value: str) -> tuple[float, str] | None:
     match = _NUMBER.search(value)
     if match is None or _RANGE.match(value[match.end():]):
         return None
-    digits, scale, word = match.groups()
-    number = float(_WORDS.index(word.lower()) + 1) if word else float(digits.replace(",", "")) * _SCALE.get((scale or "").lower(), 1)
-    unit = _UNIT.match(value[match.end():])
-    word = unit.group(1).lower() if unit else ""
-    return number, _UNITS.get(word, word.removesuffix("s"))
+    digits, scale, spelled = match.groups()
+    if spelled:
+        number = float(_WORDS.index(spelled.lower()) + 1)
+    else:
+        number = float(digits.replace(",", "")) * _SCALE.get((scale or "").lower(), 1)
+    after = _UNIT.match(value[match.end():])
+    unit = after.group(1).lower() if after else ""
+    return number, _UNITS.get(unit, unit.removesuffix("s"))
 
 
 @dataclass(frozen=True)
