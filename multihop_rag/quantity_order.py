@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from multihop_rag.metrics import answer_in_text, comparison_options
-from multihop_rag.time_order import time_comparison
+from multihop_rag.metrics import comparison_options
+from multihop_rag.time_order import lines_by_option, time_comparison
 
 __all__ = ["QUANTITIES", "QuantityComparison", "quantity_comparison"]
 
@@ -77,18 +77,14 @@ class QuantityComparison:
 
     def amounts(self, reply: str) -> dict[str, float]:
         """Each option's number from a reply listing them a line each ("Gasherbrum II: 8,035 m"): the first number of
-        the first line naming it and not the other option. Left out: an option without such a line or number, and
+        its line (:func:`~multihop_rag.time_order.lines_by_option`). Left out: an option without such a line or number, and
         both options when their units differ (metres against feet, "18 years" against "1780")."""
         found: dict[str, tuple[float, str]] = {}
-        for line in reply.splitlines():
-            named = [option for option in self.options if answer_in_text(line, option)]
-            if len(named) != 1 or named[0] in found:
-                continue
-            value = line.partition(":")[2] if ":" in line else line
-            own = {number for number, _ in filter(None, map(_amount, named[0].split()))}
-            amount = _amount(value)
+        for option, line in lines_by_option(reply, self.options).items():
+            own = {number for number, _ in filter(None, map(_amount, option.split()))}
+            amount = _amount(line.partition(":")[2] if ":" in line else line)
             if amount is not None and amount[0] not in own:
-                found[named[0]] = amount
+                found[option] = amount
         units = {unit for _, unit in found.values()}
         return {} if len(units) > 1 else {option: number for option, (number, _) in found.items()}
 

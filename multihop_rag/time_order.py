@@ -13,7 +13,7 @@ from typing import Literal
 
 from multihop_rag.metrics import answer_in_text, comparison_options
 
-__all__ = ["YEARS", "YEARS_OF_LIFE", "TimeComparison", "time_comparison", "years_by_option"]
+__all__ = ["YEARS", "YEARS_OF_LIFE", "TimeComparison", "lines_by_option", "time_comparison", "years_by_option"]
 
 YEARS = (
     "The following are given reference: {reference}\n"
@@ -121,14 +121,19 @@ def time_comparison(question: str) -> TimeComparison | None:
     return TimeComparison(options, later, events, life, of_another)
 
 
+def lines_by_option(reply: str, options: tuple[str, str]) -> dict[str, str]:
+    """Each option's line in a reply listing them a line each: the first line naming it and not the other option."""
+    lines: dict[str, str] = {}
+    for line in reply.splitlines():
+        named = [option for option in options if answer_in_text(line, option)]
+        if len(named) == 1:
+            lines.setdefault(named[0], line)
+    return lines
+
+
 def years_by_option(reply: str, comparison: TimeComparison) -> dict[str, int]:
     """Each option's year from a reply listing them a line each ("X: born 4 March 1881"): :meth:`TimeComparison.year_in`
     of the first line naming it and not the other option. An option without such a line, or without a year in it,
     is left out."""
-    lines: dict[str, str] = {}
-    for line in reply.splitlines():
-        named = [option for option in comparison.options if answer_in_text(line, option)]
-        if len(named) == 1:
-            lines.setdefault(named[0], line)
-    years = {option: comparison.year_in(line, option) for option, line in lines.items()}
+    years = {option: comparison.year_in(line, option) for option, line in lines_by_option(reply, comparison.options).items()}
     return {option: year for option, year in years.items() if year is not None}
