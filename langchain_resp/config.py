@@ -112,6 +112,14 @@ class ReSPConfig(BaseModel):
         "answer is \"Yes\"; naive RAG to 1. Dev 101–200, every other call replayed: 2Wiki F1 0.505 against 0.465 (+0.040 "
         "[+0.010, +0.080], 4 better, none worse; 9 of 12 decided); HotpotQA's and MuSiQue's tuning questions ask none.",
     )
+    answer_check: bool = Field(
+        True,
+        description="A generator answer that is a heading of its reference (\"Global evidence memory\") or a bare "
+        "Yes/No to a question asking neither is asked once more, the question followed by a request for what it asks "
+        "(``prompts.ANSWER_WHAT_IS_ASKED``; ours; False: Table 1's generator as it answers). Such an answer is never right: "
+        "dev 101–200, every other call replayed: HotpotQA asked 2, F1 0.467 against 0.461 (1 better: \"Global evidence "
+        "memory\" became the league), MuSiQue asked 3 (one \"No\" became another wrong name), 2Wiki none.",
+    )
     compare_quantities: bool = Field(
         True,
         description="A question naming two options and one direction of amount (\"Which mountain is taller, X or "

@@ -136,7 +136,18 @@ def _global_summary(text: str) -> str:
 
 _DOCUMENT_LABEL = re.compile(r"\W*doc(ument)?\s*\d+\W*", re.IGNORECASE)
 """An answer that names a document's label in the generator's prompt instead of what it says."""
+_NO_ANSWER = re.compile(r"\W*(?:global evidence memory|local pathway memory|retrieved documents|yes|no)\W*", re.IGNORECASE)
+"""An answer that is a heading of the generator's reference, or a bare Yes/No."""
+_YES_NO_QUESTION = re.compile(r"^\W*(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.IGNORECASE)
 _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
+
+
+def _answers_nothing(answer: str, question: str) -> bool:
+    """Whether ``answer`` is no answer to ``question``: a heading of the generator's reference ("Global evidence
+    memory"), or Yes/No to a question that asks neither."""
+    if not _NO_ANSWER.fullmatch(answer):
+        return False
+    return answer.strip(" .!").lower() not in ("yes", "no") or not _YES_NO_QUESTION.match(question)
 
 
 def entity_of(reply: Reply) -> str:
@@ -287,7 +298,13 @@ def resp_state_graph(
         if label_answers:
             prompt = template.format(memory=memory, docs=format_reading(docs), question=state["question"])
             reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
-        return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated), "label_answers": label_answers}
+        answer_checks = int(settings.answer_check and _answers_nothing(reply.text.strip(), state["question"]))
+        if answer_checks:
+            asked = f"{state['question']}\n{prompts.ANSWER_WHAT_IS_ASKED}"
+            prompt = template.format(memory=memory, docs=format_documents(docs), question=asked)
+            reply = yield Call(models["generator"], prompt, max_tokens=settings.max_output_tokens)
+        return {"answer": reply.text.strip(), "stop_reason": reason, "truncated": int(reply.truncated),
+                "label_answers": label_answers, "answer_checks": answer_checks}
 
     graph = StateGraph(ReSPState, input_schema=ReSPInput, output_schema=ReSPOutput, context_schema=ReSPConfig)
     graph.add_node("start", start)

@@ -72,7 +72,8 @@ class ReSPIndex:
                      passage_ids=[str(d.metadata.get("passage_id") or d.id)])
             for d in docs
         ]
-        keys = ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "label_answers", "sub_questions",
+        keys = ("stop_reason", "iterations", "replans", "judge_failures", "truncated", "label_answers", "answer_checks",
+                "sub_questions",
                 "judge_probabilities", "decided_by")
         info = {k: state.get(k) for k in keys}
         info["limit_hit"] = state.get("stop_reason") == "max_iterations"

@@ -104,6 +104,13 @@ COUNTRIES = (
 country; ``reference`` is the generator's (the memory, then the documents); :func:`multihop_rag.same_country.same_country`
 reads the reply."""
 
+ANSWER_WHAT_IS_ASKED = (
+    "Answer with what the question asks for (a name, a title, a date, a place or a number), not with Yes or No and "
+    "not with a heading of the reference."
+)
+"""Ours (``answer_check``): added to the question when the generator answered a heading of its reference or a bare
+Yes/No to a question asking neither."""
+
 REPLAN = (
     "Known information: {memory}\n"
     "Target question: {question}\n"

@@ -50,6 +50,9 @@ class ReSPOutput(TypedDict, total=False):
     """With ``judge_threshold``: each round's P(Yes) (append)."""
     label_answers: int
     """1 when the generator answered with a document's label ("Doc 2") and was asked again without labels."""
+    answer_checks: int
+    """1 when the generator's answer was a heading of its reference or a bare Yes/No to a question asking neither,
+    and it was asked once more (``answer_check``)."""
     decided_by: str
     """What answered instead of the generator: ``years`` (``compare_years``: the option the two options' years pick),
     ``countries`` (``compare_countries``: whether the two things' countries are one), ``quantities``

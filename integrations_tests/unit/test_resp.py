@@ -66,7 +66,7 @@ class Script:
 
 
 PAPER = ReSPConfig(judge_threshold=None, reader_tokens=0, compare_years=False, compare_countries=False,
-                  compare_quantities=False)
+                  compare_quantities=False, answer_check=False)
 """Table 1's judge (its greedy Yes/No reply) and memory-only generator for every question: what these tests pin unless they say otherwise."""
 
 
@@ -437,6 +437,32 @@ def test_an_answer_that_is_a_documents_label_is_asked_again_with_the_documents_u
     documents = again.split("[Retrieved documents]")[1]
     assert "(Title: Tomas Halvard) Tomas Halvard was born in Dunmere." in documents and not re.search(r"\bDoc \d", documents)
     assert state["answer"] == "Dunmere" and state["label_answers"] == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "question", "setting", "asked_again"),
+    [
+        ("Global evidence memory", QUESTION, True, True),  # a heading of its reference
+        ("[Retrieved documents]:", QUESTION, True, True),
+        ("No.", QUESTION, True, True),  # a bare No to a "Where" question
+        ("Yes", "Was the designer of the Kesh Bridge born in Dunmere?", True, False),  # Yes/No is what it asks
+        ("Dunmere", QUESTION, True, False),
+        ("Global evidence memory", QUESTION, False, False),  # Table 1's generator as it answers
+    ],
+)
+def test_with_answer_check_an_answer_that_is_a_heading_or_a_bare_yes_no_is_asked_once_more(first, question, setting, asked_again):
+    """Issue 40: the 1.5B answered a MuSiQue "Who ..." question with "Global evidence memory" and a HotpotQA "What ..."
+    one with "No"; the generator is asked again, the question followed by a request for what it asks."""
+    answers = [first, "Tomas Halvard"]
+    script = Script(judge=("Yes",))
+    model = ScriptedChatModel(lambda prompt: answers.pop(0) if prompt.startswith("Answer the question") else script(prompt))
+    config = PAPER.model_copy(update={"answer_check": setting})
+    state = build_resp_graph(model, retriever(), config=config).invoke({"question": question})
+    generated = [p for p in model.prompts if p.startswith("Answer the question")]
+    assert len(generated) == 1 + asked_again and state["answer_checks"] == int(asked_again)
+    assert state["answer"] == ("Tomas Halvard" if asked_again else first)
+    if asked_again:
+        assert f"{question}\n{prompts.ANSWER_WHAT_IS_ASKED}" in generated[1]
 
 
 def test_with_reader_min_rounds_the_generator_reads_the_documents_only_after_that_many_rounds():
