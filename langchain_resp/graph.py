@@ -73,7 +73,7 @@ from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 from multihop_rag.quantity_order import quantity_comparison
-from multihop_rag.same_country import asks_same_country, same_country
+from multihop_rag.same_country import same_country_question
 from multihop_rag.time_order import time_comparison
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
@@ -276,12 +276,8 @@ def resp_state_graph(
             reading = format_reading(reading_list(state.get("passages", []), settings.reader_tokens))
             return f"{memory}\n[Retrieved documents]\n{reading}" if reading else memory
 
-        if settings.compare_countries and asks_same_country(state["question"]):
-            ask = prompts.COUNTRIES.format(reference=reference(), question=state["question"])
-            reply = yield Call(models["generator"], ask, max_tokens=settings.max_output_tokens)
-            if (same := same_country(reply.text)) is not None:
-                return {"answer": "Yes" if same else "No", "stop_reason": reason, "decided_by": "countries"}
-        comparisons = {"years": time_comparison(state["question"]) if settings.compare_years else None,
+        comparisons = {"countries": same_country_question(state["question"]) if settings.compare_countries else None,
+                       "years": time_comparison(state["question"]) if settings.compare_years else None,
                        "quantities": quantity_comparison(state["question"]) if settings.compare_quantities else None}
         for decided_by, comparison in comparisons.items():
             if comparison is not None:

@@ -93,17 +93,6 @@ GENERATE_WITH_DOCUMENTS = (
 )
 """Ours: Table 1's generation prompt with the retrieved documents after the memory (``reader_tokens`` > 0)."""
 
-COUNTRIES = (
-    "The following are given reference: {reference}\n"
-    "Question: {question}\n"
-    "Do not answer it yet. For each of the two the question compares, find in the reference the country it asks "
-    "about: the nationality of the very person, or the country of the very place or work, it asks about. Reply with "
-    "two lines, each its name as written, a colon and the country (\"unknown\" if the reference does not give it)."
-)
-"""Ours (``compare_countries``): asked instead of the generator when the question asks whether two things share a
-country; ``reference`` is the generator's (the memory, then the documents); :func:`multihop_rag.same_country.same_country`
-reads the reply."""
-
 ANSWER_WHAT_IS_ASKED = (
     "Answer with what the question asks for (a name, a title, a date, a place or a number), not with Yes or No and "
     "not with a heading of the reference."

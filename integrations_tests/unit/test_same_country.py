@@ -3,7 +3,7 @@
 import pytest
 
 from multihop_rag.metrics import countries_named, normalize_entity
-from multihop_rag.same_country import asks_same_country, same_country
+from multihop_rag.same_country import asks_same_country, same_country, same_country_question
 
 
 def test_countries_are_named_by_name_demonym_or_alternate_in_order():
@@ -43,3 +43,15 @@ def test_a_same_country_question_asks_whether_two_things_share_a_country_or_nati
 )
 def test_each_things_country_is_read_from_its_own_line(reply, expected):
     assert same_country(reply) is expected
+
+
+def test_a_same_country_question_asks_a_reading_and_decides_yes_or_no_in_the_comparisons_shape():
+    """The shape ReSP's generator loops over with the comparisons in time and of amounts."""
+    assert same_country_question("Who was born first, Tomas Halvard or Mara Quill?") is None
+    comparison = same_country_question("Were Tomas Halvard and Mara Quill of the same nationality?")
+    assert comparison is not None
+    prompt = comparison.prompt("Were Tomas Halvard and Mara Quill of the same nationality?", "Tomas Halvard is American.")
+    assert prompt.startswith("The following are given reference: Tomas Halvard is American.\nQuestion: Were Tomas")
+    assert comparison.decide("Tomas Halvard: American\nMara Quill: born in Ohio, United States")[0] == "Yes"
+    assert comparison.decide("Tomas Halvard: American\nMara Quill: French")[0] == "No"
+    assert comparison.decide("Tomas Halvard: American\nMara Quill: unknown") is None
