@@ -72,6 +72,7 @@ from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
 from multihop_rag.llm.questions import sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
+from multihop_rag.metrics import is_yes_no
 from multihop_rag.quantity_order import quantity_comparison
 from multihop_rag.same_country import same_country_question
 from multihop_rag.time_order import time_comparison
@@ -136,8 +137,8 @@ def _global_summary(text: str) -> str:
 
 _DOCUMENT_LABEL = re.compile(r"\W*doc(ument)?\s*\d+\W*", re.IGNORECASE)
 """An answer that names a document's label in the generator's prompt instead of what it says."""
-_NO_ANSWER = re.compile(r"\W*(?:global evidence memory|local pathway memory|retrieved documents|yes|no)\W*", re.IGNORECASE)
-"""An answer that is a heading of the generator's reference, or a bare Yes/No."""
+_HEADING = re.compile(r"\W*(?:global evidence memory|local pathway memory|retrieved documents)\W*", re.IGNORECASE)
+"""An answer that is a heading of the generator's reference (:func:`combined_memory`'s, ``GENERATE_WITH_DOCUMENTS``')."""
 _YES_NO_QUESTION = re.compile(r"^\W*(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.IGNORECASE)
 _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
 
@@ -145,9 +146,7 @@ _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
 def _answers_nothing(answer: str, question: str) -> bool:
     """Whether ``answer`` is no answer to ``question``: a heading of the generator's reference ("Global evidence
     memory"), or Yes/No to a question that asks neither."""
-    if not _NO_ANSWER.fullmatch(answer):
-        return False
-    return answer.strip(" .!").lower() not in ("yes", "no") or not _YES_NO_QUESTION.match(question)
+    return bool(_HEADING.fullmatch(answer)) or (is_yes_no(answer) and not _YES_NO_QUESTION.match(question))
 
 
 def entity_of(reply: Reply) -> str:
