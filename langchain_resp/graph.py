@@ -70,7 +70,7 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.indexing.text import complete_sentences
 from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
-from multihop_rag.llm.questions import sub_question_of
+from multihop_rag.llm.questions import asks_yes_no, sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 from multihop_rag.metrics import is_yes_no
 from multihop_rag.quantity_order import quantity_comparison
@@ -139,14 +139,13 @@ _DOCUMENT_LABEL = re.compile(r"\W*doc(ument)?\s*\d+\W*", re.IGNORECASE)
 """An answer that names a document's label in the generator's prompt instead of what it says."""
 _HEADING = re.compile(r"\W*(?:global evidence memory|local pathway memory|retrieved documents)\W*", re.IGNORECASE)
 """An answer that is a heading of the generator's reference (:func:`combined_memory`'s, ``GENERATE_WITH_DOCUMENTS``')."""
-_YES_NO_QUESTION = re.compile(r"^\W*(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.IGNORECASE)
 _NAME_PREFIX = re.compile(r"^\W*(name|entity|answer)\s*:\s*", re.IGNORECASE)
 
 
 def _answers_nothing(answer: str, question: str) -> bool:
     """Whether ``answer`` is no answer to ``question``: a heading of the generator's reference ("Global evidence
     memory"), or Yes/No to a question that asks neither."""
-    return bool(_HEADING.fullmatch(answer)) or (is_yes_no(answer) and not _YES_NO_QUESTION.match(question))
+    return bool(_HEADING.fullmatch(answer)) or (is_yes_no(answer) and not asks_yes_no(question))
 
 
 def entity_of(reply: Reply) -> str:

@@ -43,13 +43,11 @@ from llama_index_garlic.attention import AttentionModel
 from llama_index_garlic.graph import SummaryGraph, next_node_scores, position_weighted
 from multihop_rag.indexing.text import count_tokens
 from multihop_rag.llm.calls import run
+from multihop_rag.llm.questions import asks_yes_no
 from multihop_rag.llm.structured import StructuredStats, generate_label, label_probability_dialogue
 
 __all__ = ["Controller", "LLMController", "SearchResult", "StartFrom", "graph_search"]
 
-_YES_NO_QUESTION = re.compile(
-    r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b", re.IGNORECASE
-)
 _YES_NO_REPLY = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 """A second turn still in first-turn mode: a bare "Yes"/"No" or one leading the reply ("Yes, the
 question can be answered by the information provided." from Qwen2.5-0.5B on HotpotQA)."""
@@ -103,7 +101,7 @@ class LLMController:
     def answer(self, prompt: str, question: str) -> str:
         turns = [ChatMessage(role=MessageRole.USER, content=prompt), ChatMessage(role=MessageRole.ASSISTANT, content="Yes")]
         text = self._ask([*turns, ChatMessage(role=MessageRole.USER, content=prompts.SECOND_TURN + self.instruction)])
-        if _YES_NO_REPLY.match(text) and not _YES_NO_QUESTION.match(question):
+        if _YES_NO_REPLY.match(text) and not asks_yes_no(question):
             self.echoes += 1
             information = prompt.split("\nInformation:\n", 1)[-1]
             retry = prompts.SECOND_TURN_RETRY.format(question=question, information=information, instruction=self.instruction)

@@ -12,7 +12,7 @@ from langgraph_hirag.replies import final_line, first_line, said_enough
 from llama_index_garlic.build import BuildReport, _summarize, parse_information_points
 from llama_index_k2rag.triples import TripleParser
 from multihop_rag.llm.calls import Reply
-from multihop_rag.llm.questions import sub_question_of
+from multihop_rag.llm.questions import asks_yes_no, sub_question_of
 from multihop_rag.llm.structured import OUTCOMES, StructuredStats, generate_json, parse_label
 from multihop_rag.serving.llamacpp_server import drop_cut_record
 
@@ -146,3 +146,12 @@ def test_triples_of_odd_replies_never_crash_and_every_line_is_kept_or_counted(re
     assert all(all(field.strip() for field in t) for t in kept)
     assert len(kept) + sum(parse.skipped.values()) == sum(1 for line in reply.split("\n") if line.strip())
 
+
+
+def test_a_question_asks_for_yes_or_no_when_it_opens_with_an_auxiliary():
+    """ReSP's answer check and GARLIC's second turn share this reading (each had its own copy of the pattern)."""
+    for question in ("Is Alice older than Bob?", "  did the film come out first?", '"Were they both American?"',
+                     "May the bridge be older?"):
+        assert asks_yes_no(question), question
+    for question in ("Who was born first, X or Y?", "Which island is bigger?", "Island of Isabel: where is it?", ""):
+        assert not asks_yes_no(question), question

@@ -1,4 +1,4 @@
-"""Reading the question a small model was asked to write out of its reply."""
+"""Questions: the one a small model was asked to write, read out of its reply, and whether a question asks for Yes or No."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 from multihop_rag.llm.calls import Reply
 
-__all__ = ["sub_question_of"]
+__all__ = ["asks_yes_no", "sub_question_of"]
 
 _LABEL = re.compile(r"^\W*(\[?you(r)? thought\]?|thought|sub-?question|question)\W*:\W*", re.IGNORECASE)
 """A label before the question: "Thought: ", "Question: ", "**Question:** "."""
@@ -16,6 +16,16 @@ _QUESTION_START = re.compile(
     r"|(in|on|at|from|for|to|of|by|with|after|before|during)\s+(which|what|whom|whose|how)\b)",
     re.IGNORECASE,
 )
+
+
+_YES_NO_QUESTION = re.compile(
+    r"^\W*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b", re.IGNORECASE
+)
+
+
+def asks_yes_no(question: str) -> bool:
+    """Whether ``question`` asks for Yes or No: it opens with an auxiliary ("Is …", "Did …", "Were …")."""
+    return bool(_YES_NO_QUESTION.match(question))
 
 
 def _is_question(line: str) -> bool:
