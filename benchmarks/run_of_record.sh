@@ -49,7 +49,9 @@
 # ReSP's answer check and GARLIC's second turn read a yes/no question with one core helper since 2026-12-06
 # (multihop_rag.llm.questions.asks_yes_no, where each had its own pattern). It decides as both patterns did on every one
 # of the 1,075 questions in ../shared/data, so it changes no call: their rows (open-* for ReSP, built-* for GARLIC)
-# are set aside by the code hash and replay.
+# are set aside by the code hash and replay. ReSP's replayed the same day, every answer the same; GARLIC's on all three
+# pools too (`--methods garlic,naive@garlic`, every call from the cache: every answer the same; the live rows' seconds
+# are kept in each folder's results.stale.jsonl).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
