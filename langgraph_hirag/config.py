@@ -150,6 +150,17 @@ class HiRAGConfig(BaseModel):
         "0.438 (3/2), MuSiQue 0.174 against 0.192 (3/8; EM 0.11 against 0.09, seven of the eight lose the partial-credit "
         "word \"County\" from two wrong answers), the Summarizer's call 13.1 → 5.5 s; with th3=2 MuSiQue 0.194 (6/8)."
     )
+    fallback_below: int = Field(
+        2, ge=0, description="When fewer sub-questions than this were answered and the question names no two options, "
+        "the Summarizer reads as naive RAG's reader does: the question's nearest chunks within fallback_tokens, without "
+        "the sub-answers (ours; 0: eq. 2's Summarizer, which reads the sub-answers whatever they are). A decomposition "
+        "that closed one hop or none hands the Summarizer a first hop at best, which the 1.5B answers with; on MuSiQue's "
+        "tuning questions (dev 101–200) those runs scored 0.091 against naive RAG's 0.249 (0 better, 8 worse). Dev "
+        "101–200, every other call replayed: MuSiQue F1 0.194 → 0.211 (7 better, 4 worse), HotpotQA 0.441 → 0.493 (6 "
+        "better, none worse; +0.051 [+0.011, +0.094]), 2Wiki 0.565 → 0.573 (3 / 1), no call added. With comparisons "
+        "included HotpotQA lost three of them (0.463: one answered option is half the evidence of a comparison)."
+    )
+    fallback_tokens: int = Field(700, ge=1, description="The fallback's reading in tokens (naive RAG's five chunks).")
     summary_style: Literal["analysis", "short"] = Field(
         "short", description="How the Summarizer answers. 'analysis': it analyses step by step and ends on an "
         "\"Answer:\" line (eq. 2), from which a second call extracts the keywords (the authors' pipeline, for EM); "

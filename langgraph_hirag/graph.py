@@ -166,6 +166,13 @@ def _known(entries: Sequence[SubQuestionTrace], state: HiRAGState, reads: str) -
     return " ".join(a for a in state.get("sub_answers", []) if a) or "None"
 
 
+def _reads_as_naive(question: str, entries: Sequence[SubQuestionTrace], settings: HiRAGConfig) -> bool:
+    """``fallback_below``: the decomposition answered too few sub-questions of a question naming no two options, so
+    the Summarizer reads as naive RAG's reader does."""
+    answered = sum(1 for entry in entries if entry["answer"])
+    return answered < settings.fallback_below and comparison_options(question) is None
+
+
 def _asked_of_reading(question: str, settings: HiRAGConfig) -> TimeComparison | QuantityComparison | None:
     """The comparison the Summarizer's reading is asked to decide before the Summarizer answers: a comparison in time
     with ``years_from_reading`` (unless its dates are another's, a hop behind each option), or of amounts with
@@ -294,15 +301,17 @@ def hirag_state_graph(
             by_year := option_by_year(state["question"], state.get("sub_questions", []), state.get("sub_answers", []))
         ):
             return {"answer": by_year[0], "reasoning": by_year[1]}
-        docs: list[dict[str, str]] = []
-        if settings.reader_tokens:
-            hits: list[Document] = yield Effect(
-                lambda: corpus.search(state["question"], _READER_DEPTH), lambda: corpus.asearch(state["question"], _READER_DEPTH)
-            )
-            docs = reading_list([*_found_in(entries), *map(document_record, hits)], settings.reader_tokens)
         question = state["question"]
+        as_naive = _reads_as_naive(question, entries, settings)
+        budget = settings.fallback_tokens if as_naive else settings.reader_tokens
+        docs: list[dict[str, str]] = []
+        if budget:
+            hits: list[Document] = yield Effect(
+                lambda: corpus.search(question, _READER_DEPTH), lambda: corpus.asearch(question, _READER_DEPTH)
+            )
+            docs = reading_list([*([] if as_naive else _found_in(entries)), *map(document_record, hits)], budget)
         reads = [i for d in docs for i in d["id"].split(",") if i]
-        known = _known(entries, state, settings.summarizer_reads)
+        known = "" if as_naive else _known(entries, state, settings.summarizer_reads)
         asked = 0
         if comparison := _asked_of_reading(question, settings):
             reference = f"{known}\n[Retrieved documents]\n{format_reading(docs)}" if docs else known

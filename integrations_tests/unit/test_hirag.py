@@ -642,7 +642,7 @@ def test_the_answers_evidence_is_what_the_filter_read_in_the_order_it_read_it(co
 
     stored = corpus.vector_store.get_by_ids
     monkeypatch.setattr(corpus.vector_store, "get_by_ids", lambda ids: list(reversed(stored(ids))))
-    paper = HiRAGConfig(reader_tokens=0)  # the Filter's reads alone; the Summarizer's documents come after them
+    paper = HiRAGConfig(reader_tokens=0, fallback_below=0)  # the Filter's reads alone; the Summarizer's documents come after them
     answer = HiRAGIndex(ScriptedChatModel(Script()), corpus, paper, tmp_path).answer(QUESTION)
     # Sub-question 1 reads a Kesh Bridge chunk with its profile; sub-question 2's entity ties, its rewrite
     # finds a chunk the Filter never read with a profile.
@@ -654,7 +654,7 @@ def test_the_answers_evidence_is_what_the_filter_read_in_the_order_it_read_it(co
     assert profile.source_ids == corpus.document("Kesh Bridge").passage_ids  # … it was written from them
     assert "designed by Tomas Halvard" in chunk.text and chunk.passage_ids and chunk.source_ids == []
 
-    without = HiRAGIndex(ScriptedChatModel(Script()), corpus, HiRAGConfig(use_profiles=False, reader_tokens=0), tmp_path).answer(QUESTION)
+    without = HiRAGIndex(ScriptedChatModel(Script()), corpus, HiRAGConfig(use_profiles=False, reader_tokens=0, fallback_below=0), tmp_path).answer(QUESTION)
     assert [e.kind for e in without.evidence] == ["chunk", "chunk"]
     assert without.evidence[0].title == "Kesh Bridge"
 
@@ -685,7 +685,7 @@ def test_a_reused_thread_answers_each_question_afresh(corpus):
                     entities={"Who designed the Kesh Bridge?": "Kesh Bridge", "Where is Dunmere?": "Dunmere"},
                     facts={"Who designed the Kesh Bridge?": ("designed by", "Tomas Halvard designed it."),
                            "Where is Dunmere?": ("port town", "Dunmere is on the Sable River.")})
-    graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(th1=2), checkpointer=InMemorySaver())
+    graph = build_hirag_graph(ScriptedChatModel(script), corpus, config=HiRAGConfig(th1=2, fallback_below=0), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "shared"}}
     graph.invoke({"question": QUESTION}, config)
     state = graph.invoke({"question": second}, config)
@@ -1294,3 +1294,38 @@ def test_a_comparison_answered_with_neither_option_is_asked_once_to_name_one(cor
     state = graph.invoke({"question": question})
     assert state["answer"] == "Dunmere" and not state.get("off_option_answers") and len(script.prompts["extract"]) == 1
 
+
+
+def test_with_at_most_one_sub_question_answered_the_summarizer_reads_as_naive_rag_does(corpus):
+    """Issue 40: on MuSiQue's tuning questions the runs whose decomposition answered one sub-question scored 0.091
+    against naive RAG's 0.249: the Summarizer answered with the first hop it was handed. Under ``fallback_below``
+    answered sub-questions it reads what naive RAG's reader reads, the question's nearest chunks, in its prompt."""
+    one = {"Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard.")}
+    script = Script(facts=one)
+    state = run(corpus, script, th1=2, fallback_tokens=60)
+    assert [bool(a) for a in state["sub_answers"]] == [True, False]
+    (prompt,) = script.prompts["summarize"]
+    listed = prompt.split("Passages:\n", 1)[1].split("\n\nUsing the passages", 1)[0].splitlines()
+    assert prompt.endswith(f"Using the passages, answer the question in as few words as possible.\nQuestion: {QUESTION}\nAnswer: ")
+    assert "Known information" not in prompt and count_tokens("\n".join(listed)) <= 60
+    nearest = [d.page_content for d in corpus.search(QUESTION, len(listed))]
+    assert [line.split(") ", 1)[1] for line in listed] == [" ".join(text.split()) for text in nearest]
+    assert len(state["summary_reads"]) == len(listed)
+    # two answered: the sub-answers, as before
+    both = Script()
+    run(corpus, both, th1=2, fallback_tokens=60)
+    assert "Known information: The Kesh Bridge was designed by Tomas Halvard." in both.prompts["summarize"][0]
+    # fallback_below=0, eq. (2): the one sub-answer is read
+    paper = Script(facts=one)
+    run(corpus, paper, th1=2, fallback_below=0)
+    assert "Known information: The Kesh Bridge was designed by Tomas Halvard." in paper.prompts["summarize"][0]
+
+
+def test_a_comparison_with_one_option_answered_keeps_its_sub_answer(corpus):
+    """One option's answer is half a comparison's evidence: on HotpotQA's tuning questions the fallback lost three
+    comparisons ("Which is a Macedonian weekly, Hänt Extra or Tea Moderna?") and nothing else."""
+    question = "Which is older, the Kesh Bridge or the Lantern Road?"
+    one = {"Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard.")}
+    script = Script(facts=one)
+    run(corpus, script, question, th1=2, compare_years=False, compare_quantities=False)
+    assert "Known information: The Kesh Bridge was designed by Tomas Halvard." in script.prompts["summarize"][0]
