@@ -52,6 +52,9 @@
 # are set aside by the code hash and replay. ReSP's replayed the same day, every answer the same; GARLIC's on all three
 # pools too (`--methods garlic,naive@garlic`, every call from the cache: every answer the same; the live rows' seconds
 # are kept in each folder's results.stale.jsonl).
+# HiRAG's rows on the three open-* steps were re-run on 2026-12-06 with its Summarizer reading as naive RAG's reader does
+# when at most one sub-question was answered (fallback_below=2, 5b9803d): the Summarizer's new calls live, every other
+# call replayed; naive@hirag re-run at HiRAG's new reading budget; ReSP's rows current.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
