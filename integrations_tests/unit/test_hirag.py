@@ -1295,7 +1295,6 @@ def test_a_comparison_answered_with_neither_option_is_asked_once_to_name_one(cor
     assert state["answer"] == "Dunmere" and not state.get("off_option_answers") and len(script.prompts["extract"]) == 1
 
 
-
 def test_with_at_most_one_sub_question_answered_the_summarizer_reads_as_naive_rag_does(corpus):
     """Issue 40: on MuSiQue's tuning questions the runs whose decomposition answered one sub-question scored 0.091
     against naive RAG's 0.249: the Summarizer answered with the first hop it was handed. Under ``fallback_below``

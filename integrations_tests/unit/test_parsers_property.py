@@ -147,7 +147,6 @@ def test_triples_of_odd_replies_never_crash_and_every_line_is_kept_or_counted(re
     assert len(kept) + sum(parse.skipped.values()) == sum(1 for line in reply.split("\n") if line.strip())
 
 
-
 def test_a_question_asks_for_yes_or_no_when_it_opens_with_an_auxiliary():
     """ReSP's answer check and GARLIC's second turn share this reading (each had its own copy of the pattern)."""
     for question in ("Is Alice older than Bob?", "  did the film come out first?", '"Were they both American?"',
