@@ -20,6 +20,14 @@ class SiReRAGConfig(BaseModel):
         description="Re-cluster clusters above this many tokens (RAPTOR: 3500; the authors' pack uses 10,000, "
         "more than a small model's context).",
     )
+    summary_sentences: int | None = Field(
+        None,
+        ge=1,
+        description="Each summary is stopped after this many sentences, the rest never generated (ours, standing for "
+        "RAPTOR's reference code, which caps a summary at summarization_length=100 tokens and keeps the cut "
+        "sentence; about three of the 1.5B's sentences). None: no bound, as the LlamaIndex RAPTOR pack SiReRAG's "
+        "authors built on (Appendix F).",
+    )
     cluster_dim: int = Field(10, description="UMAP dimension for clustering.")
     cluster_threshold: float = Field(0.1, description="GMM soft-assignment threshold.")
     seed: int = Field(224, description="Seed of UMAP and the GMMs (RAPTOR's).")

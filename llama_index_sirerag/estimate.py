@@ -3,7 +3,7 @@
 Exact: the chunks (the build's own splitter) and the proposition prompts. Predicted, from real
 builds: RAPTOR's clusters hold about ``FAN_IN`` nodes (the 0.5B run of record: 100 chunks → 13 → 2
 → 1, soft assignment reading ``OVERLAP`` times the level's text) and a summary is ``SUMMARY_REPLY``
-tokens; a chunk's propositions run to ``PROPOSITION_RATIO`` times its tokens (capped by the schema);
+tokens (or ``summary_sentences`` of ``SENTENCE_TOKENS``); a chunk's propositions run to ``PROPOSITION_RATIO`` times its tokens (capped by the schema);
 the relatedness tree has ``AGGREGATES_PER_CHUNK`` aggregates (239 for 100 chunks) of the entity's
 propositions, summarized ``RELATEDNESS_FAN_IN`` at a time (239 → 55 → 8 → 1).
 """
@@ -24,6 +24,8 @@ from multihop_rag.llm.structured import schema_token_budget
 FAN_IN = 7.5
 OVERLAP = 1.15
 SUMMARY_REPLY = 190
+SENTENCE_TOKENS = 36
+"""Tokens of a summary's sentence (the 1.5B's, on HotpotQA's tuning pool), for ``summary_sentences``."""
 SUMMARY_TEMPLATE = 120
 PROPOSITION_RATIO = 4.5
 AGGREGATES_PER_CHUNK = 2.4
@@ -37,7 +39,8 @@ def estimate(passages: Sequence[Passage], config: SiReRAGConfig) -> BuildEstimat
     chunks = split_chunks([p.to_llama_index() for p in passages], config)
     tokens = [count_tokens(c.text) for c in chunks]
     result = BuildEstimate("sirerag" if config.relatedness else "raptor", len(passages), sum(tokens))
-    similarity = summary_levels(tokens, fan_in=FAN_IN, reply_tokens=SUMMARY_REPLY, depth=config.tree_depth,
+    reply = min(SUMMARY_REPLY, SENTENCE_TOKENS * (config.summary_sentences or SUMMARY_REPLY))
+    similarity = summary_levels(tokens, fan_in=FAN_IN, reply_tokens=reply, depth=config.tree_depth,
                                 template_tokens=SUMMARY_TEMPLATE, overlap=OVERLAP)
     similarity.name = "similarity tree"
     result.stages.append(similarity)
@@ -51,7 +54,7 @@ def estimate(passages: Sequence[Passage], config: SiReRAGConfig) -> BuildEstimat
     if config.relatedness_summaries:
         aggregates = int(len(chunks) * AGGREGATES_PER_CHUNK)
         each = int(sum(replies) * AGGREGATE_SHARE / max(1, aggregates)) + 1
-        relatedness = summary_levels([each] * aggregates, fan_in=RELATEDNESS_FAN_IN, reply_tokens=SUMMARY_REPLY,
+        relatedness = summary_levels([each] * aggregates, fan_in=RELATEDNESS_FAN_IN, reply_tokens=reply,
                                      depth=config.tree_depth, template_tokens=SUMMARY_TEMPLATE, overlap=OVERLAP)
         relatedness.name = "relatedness tree"
         result.stages.append(relatedness)

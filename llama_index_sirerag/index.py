@@ -236,7 +236,7 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
                 node.embedding = vector
 
     def _builder(self, tree: str, limit: CallLimit) -> TreeBuilder:
-        return TreeBuilder(tree=tree, llm=self.llm, embed_model=self.embed_model, clustering=self.config.clustering(),
+        return TreeBuilder(tree=tree, llm=self.llm.with_max_sentences(self.config.summary_sentences), embed_model=self.embed_model, clustering=self.config.clustering(),
                            depth=self.config.tree_depth, max_concurrency=limit,
                            show_progress=self._show_progress, failures=self.failures, decisions=self.llm.cache)
 

@@ -235,6 +235,20 @@ def test_a_line_limit_stops_the_reply_keys_it_and_replays_a_reply_cached_without
     assert whole.with_max_lines(9).complete("q").text == reply  # fewer lines than the limit: the whole reply
 
 
+def test_a_sentence_limit_stops_the_reply_at_a_sentence_end_keys_it_and_replays_a_reply_cached_without_it(tmp_path):
+    """A reply stopped after n sentences ends where the n-th does (Punkt: "U.S." followed by a lower-case word ends
+    none), is known to have ended only once the next begins, is keyed with n, and a reply cached whole replays cut."""
+    reply = "He moved to the U.S. in 1990.\nHe taught there.\nLater he left.\nHe died."
+    inner = ScriptedLLM(lambda prompt: reply)
+    whole = CachedLLM(inner=inner, cache=LLMCache(tmp_path / "c.sqlite"))
+    assert whole.with_max_sentences(2).complete("p").text == "He moved to the U.S. in 1990.\nHe taught there."
+    assert inner.streamed == 3 and len(inner.prompts) == 1  # the third sentence begun, the fourth never generated
+    assert whole.complete("p").text == reply and len(inner.prompts) == 2  # the whole reply has its own key
+    assert whole.with_max_sentences(1).complete("p").text == "He moved to the U.S. in 1990."
+    assert whole.with_max_sentences(4).complete("p").text == reply  # no more sentences than the limit: all of it
+    assert len(inner.prompts) == 2 and whole.usage.cache_hits == 2  # both cut from the whole reply, no call
+
+
 async def test_a_line_limit_stops_async_and_chat_replies(tmp_path):
     inner = ScriptedLLM(lambda prompt: "one\ntwo\nthree")
     limited = CachedLLM(inner=inner, cache=None).with_max_lines(1)

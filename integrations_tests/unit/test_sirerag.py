@@ -19,7 +19,7 @@ from llama_index_sirerag.method import SiReRAGAnswerer
 from llama_index_sirerag.propositions import HUB_FLOOR, Proposition, filter_entities
 from multihop_rag.corpus import load_documents
 from multihop_rag.errors import IndexFolderError
-from multihop_rag.indexing.text import count_tokens
+from multihop_rag.indexing.text import count_tokens, split_sentences
 from multihop_rag.stores import stored_ids
 
 DEMO = "multihop_rag/data/demo_corpus.jsonl"
@@ -106,7 +106,7 @@ def fake_llm(fail_chunks: tuple[str, ...] = (), fail_summaries: bool = False):
             if fail_summaries:
                 return ""
             context = prompt.split("---------------------")[1].strip()
-            return "Summary: " + " ".join(line.split(".")[0] for line in context.splitlines()[:3] if line)
+            return "Summary: " + " ".join(line.split(".")[0] + "." for line in context.splitlines()[:3] if line)
         raise AssertionError(prompt[:200])
 
     return ScriptedLLM(respond)
@@ -337,6 +337,17 @@ def test_malformed_json_skips_the_chunk_and_counts_it(docs, tmp_path):
     assert stats["skipped_chunks"] == 1  # only the Greyfell Mountains passage names Mount Ardun
     assert stats["structured_output"]["failed"] == 1
     assert stats["chunks"] == 15  # the chunk itself is still indexed in the similarity tree
+
+
+def test_summaries_stop_after_summary_sentences(docs, tmp_path):
+    """RAPTOR's reference code caps a summary's length (``summarization_length``); ``summary_sentences`` stops the
+    reply at a sentence's end, so no summary keeps a cut sentence."""
+    whole, _ = build(docs, tmp_path / "whole")
+    capped, _ = build(docs, tmp_path / "capped", summary_sentences=1)
+    summaries = [n.text for n in whole.nodes.values() if n.kind == "summary"]
+    assert summaries and max(len(split_sentences(t)) for t in summaries) > 1
+    for node in (n for n in capped.nodes.values() if n.kind == "summary"):
+        assert len(split_sentences(node.text)) == 1 and node.text.endswith(".")
 
 
 def test_failed_summaries_are_not_indexed(docs, tmp_path):

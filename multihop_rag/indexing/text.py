@@ -102,6 +102,11 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _sentence_tokenizer().tokenize(text) if s.strip()]
 
 
+def sentence_ends(text: str) -> list[int]:
+    """Where each sentence of ``text`` ends (NLTK Punkt), the last one's whether or not it is finished."""
+    return [end for _, end in _sentence_tokenizer().span_tokenize(text)]
+
+
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?=\s|$)")
 
 

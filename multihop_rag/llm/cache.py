@@ -51,7 +51,7 @@ from llama_index.core.llms.llm import LLM
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from multihop_rag.llm.calls import finish_reason, raw_logprobs, strip_thinking
-from multihop_rag.llm.line_limit import aread_lines, first_lines, read_lines
+from multihop_rag.llm.reply_limit import ReplyLimit, aread_limited, read_limited
 from multihop_rag.llm.usage import CallClock, Usage
 
 __all__ = [
@@ -188,6 +188,8 @@ class CachedLLM(LLM):
     cache: LLMCache | None = Field(default=None, description="Where finished calls are stored (None: nowhere).")
     max_lines: int | None = Field(default=None, description="Each reply stopped after this many non-empty lines "
                                   "(None: not stopped); see :meth:`with_max_lines`.")
+    max_sentences: int | None = Field(default=None, description="Each reply stopped after this many sentences "
+                                      "(None: not stopped); see :meth:`with_max_sentences`.")
     _usage: Usage = PrivateAttr(default_factory=Usage)
     _clock: CallClock = PrivateAttr(default_factory=CallClock)
     _usage_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -221,6 +223,17 @@ class CachedLLM(LLM):
         call: greedy decoding generates the same first lines either way."""
         return self.model_copy(update={"max_lines": n})
 
+    def with_max_sentences(self, n: int | None) -> CachedLLM:
+        """This LLM with each reply stopped after ``n`` sentences (None: not stopped), as :meth:`with_max_lines`
+        stops lines: the rest is never generated, and a reply cached whole comes back cut, with no call."""
+        return self.model_copy(update={"max_sentences": n})
+
+    @property
+    def _limit(self) -> ReplyLimit | None:
+        if self.max_lines:
+            return ReplyLimit("lines", self.max_lines)
+        return ReplyLimit("sentences", self.max_sentences) if self.max_sentences else None
+
     def _key(self, payload: Any, kwargs: dict[str, Any]) -> str:
         if self._identity is None:
             self._identity = model_identity(self.inner)
@@ -234,16 +247,16 @@ class CachedLLM(LLM):
         return json.loads(value)
 
     def _find(self, payload: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        """The call's key and its cached reply, if any; under ``max_lines``, a reply cached whole comes back cut."""
-        if not self.max_lines:
+        """The call's key and its cached reply, if any; under a limit, a reply cached whole comes back cut."""
+        if (limit := self._limit) is None:
             key = self._key(payload, kwargs)
             return key, self._lookup(key)
-        key = self._key(payload, {**kwargs, "max_lines": self.max_lines})
+        key = self._key(payload, {**kwargs, f"max_{limit.unit}": limit.n})
         if (hit := self._lookup(key)) is not None:
             return key, hit
         if (whole := self._lookup(self._key(payload, kwargs))) is None:
             return key, None
-        cut = first_lines(whole["text"], self.max_lines)
+        cut = limit.cut(whole["text"])
         return key, {"text": cut, "finish_reason": whole.get("finish_reason") if cut == whole["text"] else "stop"}
 
     def _store(self, key: str, text: str, raw: Any, started: float, token: int) -> str:
@@ -282,8 +295,8 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if self.max_lines:
-                text, raw = read_lines(self.inner.stream_chat(messages, **kwargs), self.max_lines)
+            if limit := self._limit:
+                text, raw = read_limited(self.inner.stream_chat(messages, **kwargs), limit)
             else:
                 response = self.inner.chat(messages, **kwargs)
                 text, raw = response.message.content or "", response.raw
@@ -299,8 +312,8 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if self.max_lines:
-                text, raw = read_lines(self.inner.stream_complete(prompt, formatted=formatted, **kwargs), self.max_lines)
+            if limit := self._limit:
+                text, raw = read_limited(self.inner.stream_complete(prompt, formatted=formatted, **kwargs), limit)
             else:
                 response = self.inner.complete(prompt, formatted=formatted, **kwargs)
                 text, raw = response.text, response.raw
@@ -316,8 +329,8 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if self.max_lines:
-                text, raw = await aread_lines(await self.inner.astream_chat(messages, **kwargs), self.max_lines)
+            if limit := self._limit:
+                text, raw = await aread_limited(await self.inner.astream_chat(messages, **kwargs), limit)
             else:
                 response = await self.inner.achat(messages, **kwargs)
                 text, raw = response.message.content or "", response.raw
@@ -333,9 +346,9 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if self.max_lines:
+            if limit := self._limit:
                 stream = await self.inner.astream_complete(prompt, formatted=formatted, **kwargs)
-                text, raw = await aread_lines(stream, self.max_lines)
+                text, raw = await aread_limited(stream, limit)
             else:
                 response = await self.inner.acomplete(prompt, formatted=formatted, **kwargs)
                 text, raw = response.text, response.raw
