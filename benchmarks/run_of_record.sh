@@ -55,6 +55,9 @@
 # HiRAG's rows on the three open-* steps were re-run on 2026-12-06 with its Summarizer reading as naive RAG's reader does
 # when at most one sub-question was answered (fallback_below=2, 5b9803d): the Summarizer's new calls live, every other
 # call replayed; naive@hirag re-run at HiRAG's new reading budget; ReSP's rows current.
+# SiReRAG's and RAPTOR's rows on the three built-* pools were replayed on 2026-12-06 after summary_sentences joined
+# their package (off by default, so no call changes; `--methods raptor,sirerag`, every call from the cache): every
+# answer the same.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
