@@ -186,10 +186,8 @@ class CachedLLM(LLM):
 
     inner: LLM = Field(description="The LLM that answers cache misses.")
     cache: LLMCache | None = Field(default=None, description="Where finished calls are stored (None: nowhere).")
-    max_lines: int | None = Field(default=None, description="Each reply stopped after this many non-empty lines "
-                                  "(None: not stopped); see :meth:`with_max_lines`.")
-    max_sentences: int | None = Field(default=None, description="Each reply stopped after this many sentences "
-                                      "(None: not stopped); see :meth:`with_max_sentences`.")
+    limit: ReplyLimit | None = Field(default=None, description="Each reply stopped after so many lines or sentences "
+                                     "(None: not stopped); see :meth:`with_max_lines`, :meth:`with_max_sentences`.")
     _usage: Usage = PrivateAttr(default_factory=Usage)
     _clock: CallClock = PrivateAttr(default_factory=CallClock)
     _usage_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -221,18 +219,12 @@ class CachedLLM(LLM):
         usage. The reply is streamed and the stream closed there, so the rest is never generated (a backend that
         does not stream generates it all; the reply is cut the same). A reply cached whole comes back cut, with no
         call: greedy decoding generates the same first lines either way."""
-        return self.model_copy(update={"max_lines": n})
+        return self.model_copy(update={"limit": ReplyLimit("lines", n) if n else None})
 
     def with_max_sentences(self, n: int | None) -> CachedLLM:
         """This LLM with each reply stopped after ``n`` sentences (None: not stopped), as :meth:`with_max_lines`
         stops lines: the rest is never generated, and a reply cached whole comes back cut, with no call."""
-        return self.model_copy(update={"max_sentences": n})
-
-    @property
-    def _limit(self) -> ReplyLimit | None:
-        if self.max_lines:
-            return ReplyLimit("lines", self.max_lines)
-        return ReplyLimit("sentences", self.max_sentences) if self.max_sentences else None
+        return self.model_copy(update={"limit": ReplyLimit("sentences", n) if n else None})
 
     def _key(self, payload: Any, kwargs: dict[str, Any]) -> str:
         if self._identity is None:
@@ -248,7 +240,7 @@ class CachedLLM(LLM):
 
     def _find(self, payload: Any, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """The call's key and its cached reply, if any; under a limit, a reply cached whole comes back cut."""
-        if (limit := self._limit) is None:
+        if (limit := self.limit) is None:
             key = self._key(payload, kwargs)
             return key, self._lookup(key)
         key = self._key(payload, {**kwargs, f"max_{limit.unit}": limit.n})
@@ -295,7 +287,7 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if limit := self._limit:
+            if limit := self.limit:
                 text, raw = read_limited(self.inner.stream_chat(messages, **kwargs), limit)
             else:
                 response = self.inner.chat(messages, **kwargs)
@@ -312,7 +304,7 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if limit := self._limit:
+            if limit := self.limit:
                 text, raw = read_limited(self.inner.stream_complete(prompt, formatted=formatted, **kwargs), limit)
             else:
                 response = self.inner.complete(prompt, formatted=formatted, **kwargs)
@@ -329,7 +321,7 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if limit := self._limit:
+            if limit := self.limit:
                 text, raw = await aread_limited(await self.inner.astream_chat(messages, **kwargs), limit)
             else:
                 response = await self.inner.achat(messages, **kwargs)
@@ -346,7 +338,7 @@ class CachedLLM(LLM):
         started, token = time.perf_counter(), self._clock.start()
         raw: Any
         try:
-            if limit := self._limit:
+            if limit := self.limit:
                 stream = await self.inner.astream_complete(prompt, formatted=formatted, **kwargs)
                 text, raw = await aread_limited(stream, limit)
             else:
