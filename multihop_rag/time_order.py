@@ -35,7 +35,7 @@ YEARS_OF_LIFE = (
 )
 """:data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
 
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+_YEAR = re.compile(r"\b(?:([1-9][0-9]{0,3})\s*(?:BCE?\b|B\.C\.)|([1-9][0-9]{2}|1[0-9]{3}|20[0-9]{2})\b)")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
 _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly)?|younger|youngest|newer|newest)\b",
                     re.IGNORECASE)
@@ -46,8 +46,8 @@ _LIFESPAN = re.compile(r"\blived\b.*\b(?:longer|longest|older|oldest)\b|\blonge(
 
 
 def _years(text: str) -> list[int]:
-    """The years (1000–2099) a text names, in its order."""
-    return [int(year) for year in _YEAR.findall(text)]
+    """The years (100–2099, negative before the common era: "551 BC") a text names, in its order."""
+    return [-int(before) if before else int(year) for before, year in _YEAR.findall(text)]
 
 
 @dataclass(frozen=True)

@@ -506,6 +506,8 @@ COMPARISON = "Who was born first, Tomas Halvard or Mara Quill?"
     [(case + (COMPARISON,))[:3] for case in [
         ("Tomas Halvard: born 4 March 1851\nMara Quill: born in Dunmere, 1820", "Mara Quill"),
         ("Mara Quill (1820)\nTomas Halvard - 1851", "Mara Quill"),
+        ("Tomas Halvard: born 551 BC\nMara Quill: born 372 BCE", "Tomas Halvard"),
+        ("Tomas Halvard: born 899\nMara Quill: born 1020", "Tomas Halvard"),
         # a life's span: born takes its first year, died its last
         ("Tomas Halvard: Tomas Halvard, 4 March 1851 – 1890\nMara Quill: 1820 – 1899", "Mara Quill"),
         ("Tomas Halvard: 1851 – 1890\nMara Quill: 1820 – 1899", "Tomas Halvard", "Who died first, Tomas Halvard or Mara Quill?"),
@@ -531,6 +533,9 @@ def test_each_options_year_is_read_from_its_own_line(reply, expected, question):
         ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820 – 1890\nMara Quill: born 1851, died 1899", "Tomas Halvard"),
         ("Who lived to an older age, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820–1860\nMara Quill: 1851–1899", "Mara Quill"),
         ("Which playwright lived a longer life, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820 - 1890\nMara Quill: 1851 - 1899", "Tomas Halvard"),
+        # years before 1000 (2Wiki tuning: "Ma Xisheng: 899-932" decided nothing) and before the common era
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1903-1977\nMara Quill: 899-932", "Tomas Halvard"),
+        ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 106 BC – 43 BC\nMara Quill: 120 – 165", "Tomas Halvard"),
         # no decision: one year only, a death before the birth, equal lifespans
         ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1820\nMara Quill: 1851 – 1899", None),
         ("Who lived longer, Tomas Halvard or Mara Quill?", "Tomas Halvard: 1890 – 1820\nMara Quill: 1851 – 1899", None),
