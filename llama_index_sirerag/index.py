@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.chat_engine.types import BaseChatEngine, ChatMode
@@ -50,6 +51,7 @@ from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
+from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import (
     Proposition,
@@ -434,11 +436,14 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         tree: str | None = None,
         kind: str | None = None,
         **kwargs: Any,
-    ) -> RetrieverQueryEngine:
-        """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4)."""
+    ) -> BaseQueryEngine:
+        """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4); with ``compare_years``
+        (the config's), comparisons in time decided by the years the retrieved nodes give
+        (:class:`~llama_index_sirerag.comparisons.YearsDecidedQueryEngine`)."""
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
         retriever: BaseRetriever = self.as_retriever(similarity_top_k, tree=tree, kind=kind)
-        return RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
+        engine = RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
+        return YearsDecidedQueryEngine(engine=engine, llm=llm or self.llm) if self.config.compare_years else engine
 
     def as_chat_engine(self, chat_mode: ChatMode = ChatMode.BEST, llm: LLMType | None = None, **kwargs: Any) -> BaseChatEngine:
         """LlamaIndex's chat engines over the pool, answering with this index's LLM unless given another."""

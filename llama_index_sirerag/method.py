@@ -57,7 +57,9 @@ class SiReRAGAnswerer:
                 meta = hit.node.metadata
                 trace({"step": "retrieve", "tree": meta.get("tree"), "level": meta.get("level"), "kind": meta.get("kind"),
                        "score": round(float(hit.score or 0.0), 3), "text": hit.node.get_content()})
-        return Answer(question, str(response).strip(), evidence(response.source_nodes, self.index), time.perf_counter() - started)
+        decided = {"decided_by": response.metadata["decided_by"]} if response.metadata and "decided_by" in response.metadata else {}
+        return Answer(question, str(response).strip(), evidence(response.source_nodes, self.index), time.perf_counter() - started,
+                      info=decided)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Make the index hold exactly ``passages`` (new, changed by hash, removed); the index persists each change."""

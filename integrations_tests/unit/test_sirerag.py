@@ -721,3 +721,37 @@ def test_retries_of_replies_that_do_not_parse_keep_every_slot_busy():
     found, skipped = extract_propositions(ScriptedLLM(respond), chunks, max_concurrency=4, show_progress=False)
     assert not skipped and sorted(p.text for p in found) == [f"Town{i} exists." for i in range(4)]
     assert set(seen.values()) == {2}
+
+
+def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
+    """``compare_years``: the retrieved nodes are asked for each option's year; two different years answer without the
+    reader, and a question whose dates are another's (a hop behind each option), or years that do not decide, go to
+    the reader."""
+    from llama_index.core import VectorStoreIndex
+
+    from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
+
+    years = {"reply": "Alma Reed: born 12 May 1950\nBert Lowe: born 1941"}
+
+    def respond(prompt: str) -> str:
+        return years["reply"] if "Do not answer it yet" in prompt else "the reader's answer"
+
+    llm = ScriptedLLM(respond)
+    docs = [Document(text="Alma Reed was born in 1950."), Document(text="Bert Lowe was born in 1941.")]
+    engine = VectorStoreIndex.from_documents(docs, embed_model=HashEmbedding()).as_query_engine(llm=llm)
+    decided = YearsDecidedQueryEngine(engine=engine, llm=llm)
+    response = decided.query("Who was born first, Alma Reed or Bert Lowe?")
+    assert str(response) == "Bert Lowe" and response.metadata["decided_by"] == "years"
+    assert len(response.source_nodes) == 2 and len(llm.prompts) == 1  # the years' call, no reader
+    assert str(decided.query("Which film has the director born first, Alma Reed or Bert Lowe?")) == "the reader's answer"
+    years["reply"] = "Alma Reed: unknown\nBert Lowe: born 1941"
+    assert str(decided.query("Who was born first, Alma Reed or Bert Lowe?")) == "the reader's answer"
+    assert str(decided.query("Where was Alma Reed born?")) == "the reader's answer"
+
+
+def test_the_index_query_engine_decides_comparisons_in_time_when_asked(docs, tmp_path, default_index):
+    from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
+
+    assert not isinstance(default_index.as_query_engine(), YearsDecidedQueryEngine)  # §5.4's reader by default
+    index, _ = build(docs, tmp_path, compare_years=True)
+    assert isinstance(index.as_query_engine(), YearsDecidedQueryEngine)
