@@ -14,10 +14,10 @@ from typing import Any
 from llama_index.core.base.response.schema import Response
 from llama_index.core.llms.llm import LLM
 from llama_index.core.query_engine import CustomQueryEngine, RetrieverQueryEngine
-from llama_index.core.schema import QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from multihop_rag.llm.calls import Call, call
-from multihop_rag.time_order import time_comparison
+from multihop_rag.llm.calls import Call, Reply, acall, call
+from multihop_rag.time_order import TimeComparison, time_comparison
 
 __all__ = ["YearsDecidedQueryEngine"]
 
@@ -30,13 +30,32 @@ class YearsDecidedQueryEngine(CustomQueryEngine):
     max_tokens: int = 64
     """The two lines' cap."""
 
+    def _years_call(self, query_str: str, nodes: list[NodeWithScore]) -> tuple[TimeComparison, Call] | None:
+        """The call asking ``nodes`` for each option's year, for a comparison in time of the options' own dates."""
+        comparison = time_comparison(query_str)
+        if comparison is None or comparison.of_another or not nodes:
+            return None
+        reference = "\n\n".join(hit.node.get_content() for hit in nodes)
+        return comparison, Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens)
+
+    @staticmethod
+    def _decided(comparison: TimeComparison, reply: Reply, nodes: list[NodeWithScore]) -> Response | None:
+        if picked := comparison.decide(reply.text):
+            return Response(picked[0], source_nodes=nodes, metadata={"decided_by": "years", "reasoning": picked[1]})
+        return None
+
     def custom_query(self, query_str: str) -> Any:
         bundle = QueryBundle(query_str)
         nodes = self.engine.retrieve(bundle)
-        comparison = time_comparison(query_str)
-        if comparison is not None and not comparison.of_another and nodes:
-            reference = "\n\n".join(hit.node.get_content() for hit in nodes)
-            reply = call(Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens))
-            if picked := comparison.decide(reply.text):
-                return Response(picked[0], source_nodes=nodes, metadata={"decided_by": "years", "reasoning": picked[1]})
+        if asked := self._years_call(query_str, nodes):
+            if decided := self._decided(asked[0], call(asked[1]), nodes):
+                return decided
         return self.engine.synthesize(bundle, nodes)
+
+    async def acustom_query(self, query_str: str) -> Any:
+        bundle = QueryBundle(query_str)
+        nodes = await self.engine.aretrieve(bundle)
+        if asked := self._years_call(query_str, nodes):
+            if decided := self._decided(asked[0], await acall(asked[1]), nodes):
+                return decided
+        return await self.engine.asynthesize(bundle, nodes)

@@ -1,5 +1,6 @@
 """SiReRAG with deterministic fakes: grouping, trees, pool, ablations, persistence, cache."""
 
+import asyncio
 import contextlib
 import hashlib
 import itertools
@@ -747,11 +748,14 @@ def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
     years["reply"] = "Alma Reed: unknown\nBert Lowe: born 1941"
     assert str(decided.query("Who was born first, Alma Reed or Bert Lowe?")) == "the reader's answer"
     assert str(decided.query("Where was Alma Reed born?")) == "the reader's answer"
+    years["reply"] = "Alma Reed: born 12 May 1950\nBert Lowe: born 1941"
+    response = asyncio.run(decided.aquery("Who was born first, Alma Reed or Bert Lowe?"))  # the same, awaited
+    assert str(response) == "Bert Lowe" and response.metadata["decided_by"] == "years"
 
 
-def test_the_index_query_engine_decides_comparisons_in_time_when_asked(docs, tmp_path, default_index):
+def test_the_index_query_engine_decides_comparisons_in_time_unless_told_not_to(docs, tmp_path, default_index):
     from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
 
-    assert not isinstance(default_index.as_query_engine(), YearsDecidedQueryEngine)  # §5.4's reader by default
-    index, _ = build(docs, tmp_path, compare_years=True)
-    assert isinstance(index.as_query_engine(), YearsDecidedQueryEngine)
+    assert isinstance(default_index.as_query_engine(), YearsDecidedQueryEngine)
+    index, _ = build(docs, tmp_path, compare_years=False)
+    assert not isinstance(index.as_query_engine(), YearsDecidedQueryEngine)  # §5.4's reader for every question
