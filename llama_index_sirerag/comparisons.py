@@ -1,15 +1,18 @@
-"""Comparisons in time decided by the years the reading gives (``compare_years``; ours, as ReSP's and HiRAG's).
+"""Comparisons between two options decided by what the reading gives each (``compare_years``,
+``compare_quantities``; ours, as ReSP's and HiRAG's).
 
 "Which film came out first, X or Y?": the 1.5B, handed both years, names the later film as often as the earlier
-one. :class:`YearsDecidedQueryEngine` asks the retrieved nodes for each option's date, a line each
-(:data:`multihop_rag.time_order.YEARS`), and two different years answer the question without the reader's call;
-any other question, an undecided one, or one whose dates are another's, a hop behind each option ("Which film has
-the director born earlier, X or Y?", which HiRAG's reading of them lost), goes to the query engine's reader.
+one. :class:`ComparisonsDecidedQueryEngine` asks the retrieved nodes for each option's date
+(:data:`multihop_rag.time_order.YEARS`) or amount (:data:`multihop_rag.quantity_order.QUANTITIES`), a line each, and
+two values that decide answer the question without the reader's call; any other question, an undecided one, or one
+whose dates are another's, a hop behind each option ("Which film has the director born earlier, X or Y?", which
+HiRAG's reading of them lost), goes to the query engine's reader.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.llms.llm import LLM
@@ -17,45 +20,58 @@ from llama_index.core.query_engine import CustomQueryEngine, RetrieverQueryEngin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from multihop_rag.llm.calls import Call, Reply, acall, call
+from multihop_rag.quantity_order import QuantityComparison, quantity_comparison
 from multihop_rag.time_order import TimeComparison, time_comparison
 
-__all__ = ["YearsDecidedQueryEngine"]
+__all__ = ["ComparisonKind", "ComparisonsDecidedQueryEngine"]
+
+ComparisonKind = Literal["years", "quantities"]
+Comparison = TimeComparison | QuantityComparison
 
 
-class YearsDecidedQueryEngine(CustomQueryEngine):
-    """``engine`` with its comparisons in time decided by the years its retrieved nodes give (``llm`` reads them)."""
+def _comparison(kind: ComparisonKind, question: str) -> Comparison | None:
+    """The question's comparison of ``kind``; a comparison in time only of the options' own dates."""
+    if kind == "quantities":
+        return quantity_comparison(question)
+    in_time = time_comparison(question)
+    return None if in_time is None or in_time.of_another else in_time
+
+
+class ComparisonsDecidedQueryEngine(CustomQueryEngine):
+    """``engine`` with its comparisons of the ``kinds`` decided by what its retrieved nodes give each option (``llm``
+    reads them)."""
 
     engine: RetrieverQueryEngine
     llm: LLM
+    kinds: Sequence[ComparisonKind] = ("years", "quantities")
     max_tokens: int = 64
     """The two lines' cap."""
 
-    def _years_call(self, query_str: str, nodes: list[NodeWithScore]) -> tuple[TimeComparison, Call] | None:
-        """The call asking ``nodes`` for each option's year, for a comparison in time of the options' own dates."""
-        comparison = time_comparison(query_str)
-        if comparison is None or comparison.of_another or not nodes:
-            return None
-        reference = "\n\n".join(hit.node.get_content() for hit in nodes)
-        return comparison, Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens)
+    def _asked(self, query_str: str, nodes: list[NodeWithScore]) -> tuple[ComparisonKind, Comparison, Call] | None:
+        """The call asking ``nodes`` for each option's value, for the first of the ``kinds`` the question is."""
+        for kind in self.kinds:
+            if nodes and (comparison := _comparison(kind, query_str)) is not None:
+                reference = "\n\n".join(hit.node.get_content() for hit in nodes)
+                return kind, comparison, Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens)
+        return None
 
     @staticmethod
-    def _decided(comparison: TimeComparison, reply: Reply, nodes: list[NodeWithScore]) -> Response | None:
+    def _decided(asked: tuple[ComparisonKind, Comparison, Call], reply: Reply, nodes: list[NodeWithScore]) -> Response | None:
+        kind, comparison, _ = asked
         if picked := comparison.decide(reply.text):
-            return Response(picked[0], source_nodes=nodes, metadata={"decided_by": "years", "reasoning": picked[1]})
+            return Response(picked[0], source_nodes=nodes, metadata={"decided_by": kind, "reasoning": picked[1]})
         return None
 
     def custom_query(self, query_str: str) -> Any:
         bundle = QueryBundle(query_str)
         nodes = self.engine.retrieve(bundle)
-        if asked := self._years_call(query_str, nodes):
-            if decided := self._decided(asked[0], call(asked[1]), nodes):
-                return decided
+        if (asked := self._asked(query_str, nodes)) and (decided := self._decided(asked, call(asked[2]), nodes)):
+            return decided
         return self.engine.synthesize(bundle, nodes)
 
     async def acustom_query(self, query_str: str) -> Any:
         bundle = QueryBundle(query_str)
         nodes = await self.engine.aretrieve(bundle)
-        if asked := self._years_call(query_str, nodes):
-            if decided := self._decided(asked[0], await acall(asked[1]), nodes):
-                return decided
+        if (asked := self._asked(query_str, nodes)) and (decided := self._decided(asked, await acall(asked[2]), nodes)):
+            return decided
         return await self.engine.asynthesize(bundle, nodes)

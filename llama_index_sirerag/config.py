@@ -69,6 +69,13 @@ class SiReRAGConfig(BaseModel):
         "option, \"the director born earlier\"). On 2Wiki's tuning pool it decided 3 of 4 such questions, each right, "
         "one the reader had wrong (issue 41). False: §5.4's reader answers every question.",
     )
+    compare_quantities: bool = Field(
+        True,
+        description="A question naming two options and one direction of amount (\"Which mountain is taller, X or "
+        "Y?\", \"Which band has released more albums?\") is answered by the numbers the retrieved nodes give each "
+        "option, a line each, when both give one in the same unit and they differ, instead of by the reader (ours, as "
+        "ReSP's and HiRAG's compare_quantities). False: §5.4's reader answers every question.",
+    )
     top_k: int = Field(20, ge=1, description="Pool nodes a query retrieves for the reader (§5.4: the top 20 candidates).")
     reader_tokens: int = Field(
         0,

@@ -51,7 +51,7 @@ from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
-from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
+from llama_index_sirerag.comparisons import ComparisonKind, ComparisonsDecidedQueryEngine
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import (
     Proposition,
@@ -437,13 +437,16 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
         kind: str | None = None,
         **kwargs: Any,
     ) -> BaseQueryEngine:
-        """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4); with ``compare_years``
-        (the config's), comparisons in time decided by the years the retrieved nodes give
-        (:class:`~llama_index_sirerag.comparisons.YearsDecidedQueryEngine`)."""
+        """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4); with the config's
+        ``compare_years`` or ``compare_quantities``, those comparisons decided by the values the retrieved nodes give
+        (:class:`~llama_index_sirerag.comparisons.ComparisonsDecidedQueryEngine`)."""
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
         retriever: BaseRetriever = self.as_retriever(similarity_top_k, tree=tree, kind=kind)
         engine = RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
-        return YearsDecidedQueryEngine(engine=engine, llm=llm or self.llm) if self.config.compare_years else engine
+        settings: dict[ComparisonKind, bool] = {"years": self.config.compare_years,
+                                                 "quantities": self.config.compare_quantities}
+        kinds = [kind for kind, on in settings.items() if on]
+        return ComparisonsDecidedQueryEngine(engine=engine, llm=llm or self.llm, kinds=kinds) if kinds else engine
 
     def as_chat_engine(self, chat_mode: ChatMode = ChatMode.BEST, llm: LLMType | None = None, **kwargs: Any) -> BaseChatEngine:
         """LlamaIndex's chat engines over the pool, answering with this index's LLM unless given another."""

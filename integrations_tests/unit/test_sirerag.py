@@ -730,7 +730,7 @@ def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
     the reader."""
     from llama_index.core import VectorStoreIndex
 
-    from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
+    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
 
     years = {"reply": "Alma Reed: born 12 May 1950\nBert Lowe: born 1941"}
 
@@ -740,7 +740,7 @@ def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
     llm = ScriptedLLM(respond)
     docs = [Document(text="Alma Reed was born in 1950."), Document(text="Bert Lowe was born in 1941.")]
     engine = VectorStoreIndex.from_documents(docs, embed_model=HashEmbedding()).as_query_engine(llm=llm)
-    decided = YearsDecidedQueryEngine(engine=engine, llm=llm)
+    decided = ComparisonsDecidedQueryEngine(engine=engine, llm=llm, kinds=["years"])
     response = decided.query("Who was born first, Alma Reed or Bert Lowe?")
     assert str(response) == "Bert Lowe" and response.metadata["decided_by"] == "years"
     assert len(response.source_nodes) == 2 and len(llm.prompts) == 1  # the years' call, no reader
@@ -753,9 +753,32 @@ def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
     assert str(response) == "Bert Lowe" and response.metadata["decided_by"] == "years"
 
 
-def test_the_index_query_engine_decides_comparisons_in_time_unless_told_not_to(docs, tmp_path, default_index):
-    from llama_index_sirerag.comparisons import YearsDecidedQueryEngine
+def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_nodes_give():
+    """``compare_quantities``: each option's number and unit, a line each; one unit and different numbers answer."""
+    from llama_index.core import VectorStoreIndex
 
-    assert isinstance(default_index.as_query_engine(), YearsDecidedQueryEngine)
+    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
+
+    amounts = {"reply": "Kesh Peak: 8,051 metres\nSable Peak: 7,816 metres"}
+    llm = ScriptedLLM(lambda prompt: amounts["reply"] if "Do not answer it yet" in prompt else "the reader's answer")
+    docs = [Document(text="Kesh Peak rises 8,051 m."), Document(text="Sable Peak rises 7,816 m.")]
+    engine = VectorStoreIndex.from_documents(docs, embed_model=HashEmbedding()).as_query_engine(llm=llm)
+    decided = ComparisonsDecidedQueryEngine(engine=engine, llm=llm)
+    response = decided.query("Which mountain is higher, Kesh Peak or Sable Peak?")
+    assert str(response) == "Kesh Peak" and response.metadata["decided_by"] == "quantities"
+    amounts["reply"] = "Kesh Peak: 8,051 metres\nSable Peak: 25,643 feet"  # two units decide nothing
+    assert str(decided.query("Which mountain is higher, Kesh Peak or Sable Peak?")) == "the reader's answer"
+    only_years = ComparisonsDecidedQueryEngine(engine=engine, llm=llm, kinds=["years"])
+    amounts["reply"] = "Kesh Peak: 8,051 metres\nSable Peak: 7,816 metres"
+    assert str(only_years.query("Which mountain is higher, Kesh Peak or Sable Peak?")) == "the reader's answer"
+
+
+def test_the_index_query_engine_decides_comparisons_unless_told_not_to(docs, tmp_path, default_index):
+    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
+
+    engine = default_index.as_query_engine()
+    assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["years", "quantities"]
     index, _ = build(docs, tmp_path, compare_years=False)
-    assert not isinstance(index.as_query_engine(), YearsDecidedQueryEngine)  # §5.4's reader for every question
+    assert list(index.as_query_engine().kinds) == ["quantities"]  # type: ignore[attr-defined]
+    index, _ = build(docs, tmp_path / "paper", compare_years=False, compare_quantities=False)
+    assert not isinstance(index.as_query_engine(), ComparisonsDecidedQueryEngine)  # §5.4's reader for every question
