@@ -58,6 +58,9 @@
 # SiReRAG's and RAPTOR's rows on the three built-* pools were replayed on 2026-12-06 after summary_sentences joined
 # their package (off by default, so no call changes; `--methods raptor,sirerag`, every call from the cache): every
 # answer the same.
+# SiReRAG's and RAPTOR's rows on the three built-* pools were replayed again on 2026-12-06 with comparisons decided by
+# the options' own years and amounts (compare_years, compare_quantities, 4193760; `--methods raptor,sirerag`): the
+# comparison calls live, every other call from the cache; the naive@ rows stand (the decided answers keep their nodes).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
