@@ -12,7 +12,7 @@ HiRAG's reading of them lost), goes to the query engine's reader.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.llms.llm import LLM
@@ -20,21 +20,9 @@ from llama_index.core.query_engine import CustomQueryEngine, RetrieverQueryEngin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from multihop_rag.llm.calls import Call, Reply, acall, call
-from multihop_rag.quantity_order import QuantityComparison, quantity_comparison
-from multihop_rag.time_order import TimeComparison, time_comparison
+from multihop_rag.option_comparisons import Comparison, ComparisonKind, comparison_of
 
-__all__ = ["ComparisonKind", "ComparisonsDecidedQueryEngine"]
-
-ComparisonKind = Literal["years", "quantities"]
-Comparison = TimeComparison | QuantityComparison
-
-
-def _comparison(kind: ComparisonKind, question: str) -> Comparison | None:
-    """The question's comparison of ``kind``; a comparison in time only of the options' own dates."""
-    if kind == "quantities":
-        return quantity_comparison(question)
-    in_time = time_comparison(question)
-    return None if in_time is None or in_time.of_another else in_time
+__all__ = ["ComparisonsDecidedQueryEngine"]
 
 
 class ComparisonsDecidedQueryEngine(CustomQueryEngine):
@@ -49,11 +37,11 @@ class ComparisonsDecidedQueryEngine(CustomQueryEngine):
 
     def _asked(self, query_str: str, nodes: list[NodeWithScore]) -> tuple[ComparisonKind, Comparison, Call] | None:
         """The call asking ``nodes`` for each option's value, for the first of the ``kinds`` the question is."""
-        for kind in self.kinds:
-            if nodes and (comparison := _comparison(kind, query_str)) is not None:
-                reference = "\n\n".join(hit.node.get_content() for hit in nodes)
-                return kind, comparison, Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens)
-        return None
+        if not nodes or (found := comparison_of(query_str, self.kinds)) is None:
+            return None
+        kind, comparison = found
+        reference = "\n\n".join(hit.node.get_content() for hit in nodes)
+        return kind, comparison, Call(self.llm, comparison.prompt(query_str, reference), max_tokens=self.max_tokens)
 
     @staticmethod
     def _decided(asked: tuple[ComparisonKind, Comparison, Call], reply: Reply, nodes: list[NodeWithScore]) -> Response | None:

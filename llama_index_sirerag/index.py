@@ -51,7 +51,7 @@ from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
-from llama_index_sirerag.comparisons import ComparisonKind, ComparisonsDecidedQueryEngine
+from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import (
     Proposition,
@@ -72,6 +72,7 @@ from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.concurrency import CallLimit, side_by_side
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.option_comparisons import ComparisonKind
 from multihop_rag.serving.profile import default_concurrency
 from multihop_rag.stores import batched, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 
