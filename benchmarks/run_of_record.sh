@@ -61,6 +61,8 @@
 # SiReRAG's and RAPTOR's rows on the three built-* pools were replayed again on 2026-12-06 with comparisons decided by
 # the options' own years and amounts (compare_years, compare_quantities, 4193760; `--methods raptor,sirerag`): the
 # comparison calls live, every other call from the cache; the naive@ rows stand (the decided answers keep their nodes).
+# Replayed once more the same day after the choice of a comparison moved into the core (option_comparisons): every
+# call from the cache, every answer the same (the live rows' seconds are in each folder's results.stale.jsonl).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
