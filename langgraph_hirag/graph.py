@@ -110,9 +110,8 @@ from multihop_rag.frameworks.langgraph import (
 )
 from multihop_rag.llm.calls import Call, Dialogue, Effect
 from multihop_rag.metrics import comparison_options, normalize_answer, picked_option
-from multihop_rag.quantity_order import QuantityComparison, quantity_comparison
+from multihop_rag.option_comparisons import Comparison, comparison_kinds, comparison_of
 from multihop_rag.short_answer import short_answer_prompt
-from multihop_rag.time_order import TimeComparison, time_comparison
 
 __all__ = [
     "ROLES",
@@ -173,14 +172,14 @@ def _reads_as_naive(question: str, entries: Sequence[SubQuestionTrace], settings
     return answered < settings.fallback_below and comparison_options(question) is None
 
 
-def _asked_of_reading(question: str, settings: HiRAGConfig) -> TimeComparison | QuantityComparison | None:
+def _asked_of_reading(question: str, settings: HiRAGConfig) -> Comparison | None:
     """The comparison the Summarizer's reading is asked to decide before the Summarizer answers: a comparison in time
     with ``years_from_reading`` (unless its dates are another's, a hop behind each option), or of amounts with
     ``compare_quantities``."""
-    in_time = time_comparison(question) if settings.compare_years and settings.years_from_reading else None
-    if in_time is not None and not in_time.of_another:
-        return in_time
-    return quantity_comparison(question) if settings.compare_quantities else None
+    kinds = comparison_kinds(years=settings.compare_years and settings.years_from_reading,
+                             quantities=settings.compare_quantities)
+    found = comparison_of(question, kinds)
+    return found[1] if found else None
 
 
 def _decomposition(

@@ -105,6 +105,19 @@ class GarlicConfig(BaseModel):
         "worse), 2Wiki 0.301 → 0.333 (2 better, 1 worse); HotpotQA 0.207 → 0.233 under the paper's search (2 / 2) and 0.241 → "
         "0.237 without its attention search (5 / 3; issue 41).",
     )
+    compare_years: bool = Field(
+        False,
+        description="A question naming two options and an order in time (\"Which film came out first, X or Y?\") is "
+        "answered by the years the visited nodes give each option, a line each, when they decide "
+        "(:mod:`multihop_rag.option_comparisons`, as SiReRAG's, ReSP's and HiRAG's); the search's answer otherwise "
+        "(ours; False: Table 5's answer for every question).",
+    )
+    compare_quantities: bool = Field(
+        False,
+        description="A question naming two options and a direction of amount (\"Which mountain is taller, X or Y?\") "
+        "is answered by the numbers the visited nodes give each option, in one unit, when they decide; the search's "
+        "answer otherwise (ours; False: Table 5's answer for every question).",
+    )
     summary: Literal["graph", "tree", "none"] = Field(
         "graph",
         description="'graph': many-to-many bullet IPs (§3.1); 'tree': Table 2's 'w/o Graph-based Summary', each "

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from llama_index.core import StorageContext
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.llms.llm import LLM
@@ -37,10 +38,12 @@ from llama_index_garlic.query_engine import GarlicQueryEngine, GarlicRetriever
 from llama_index_garlic.search import LLMController, SearchResult, graph_search
 from multihop_rag.errors import StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
+from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.option_comparisons import comparison_kinds
 from multihop_rag.serving.profile import default_concurrency
 from multihop_rag.stores import batched, chroma_vector_store, delete_ids, ensure_empty, stored_embeddings, stored_ids
 
@@ -293,9 +296,13 @@ class GarlicIndex(DocumentIndex[GarlicStruct]):
         """The visited nodes of a search, in visit order."""
         return GarlicRetriever(self, stop_patience=stop_patience, **kwargs)
 
-    def as_query_engine(self, stop_patience: int | None = None, **kwargs: Any) -> GarlicQueryEngine:  # type: ignore[override]
-        """Search and answer; ``stop_patience`` (p) defaults to the config's (1, as in the paper)."""
-        return GarlicQueryEngine(index=self, stop_patience=stop_patience, **kwargs)
+    def as_query_engine(self, stop_patience: int | None = None, **kwargs: Any) -> BaseQueryEngine:  # type: ignore[override]
+        """Search and answer; ``stop_patience`` (p) defaults to the config's (1, as in the paper). With the config's
+        ``compare_years`` or ``compare_quantities``, those comparisons decided by the values the visited nodes give
+        (:class:`~multihop_rag.frameworks.llama_index_comparisons.ComparisonsDecidedQueryEngine`)."""
+        engine = GarlicQueryEngine(index=self, stop_patience=stop_patience, **kwargs)
+        kinds = comparison_kinds(years=self.config.compare_years, quantities=self.config.compare_quantities)
+        return ComparisonsDecidedQueryEngine(engine=engine, llm=self.llm, kinds=kinds) if kinds else engine
 
     def stats(self) -> dict[str, Any]:
         """Nodes per level, edges, batches, skipped batches, calls and tokens by stage, the last update, the cache."""

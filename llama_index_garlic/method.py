@@ -12,13 +12,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from llama_index.core.base.response.schema import Response
 from pydantic import Field
 
 from llama_index_garlic.attention import AttentionModel, load_attention_model
 from llama_index_garlic.config import GarlicConfig
 from llama_index_garlic.estimate import estimate
 from llama_index_garlic.index import GarlicIndex
-from llama_index_garlic.query_engine import source_nodes
 from multihop_rag.corpus import Passage
 from multihop_rag.estimate import BuildEstimate
 from multihop_rag.frameworks.langchain import LlamaIndexRetriever
@@ -75,25 +75,29 @@ class GarlicAnswerer:
 
     def answer(self, question: str, trace: TraceSink | None = None) -> Answer:
         started = time.perf_counter()
-        result = self.index.search(question, answer=True)
+        response = self.index.as_query_engine().query(question)
+        assert isinstance(response, Response)  # the engine does not stream
+        found: dict[str, Any] = response.metadata or {}
+        visited, replies = found["visited"], found["replies"]
         if trace:
-            replies: list[str | None] = [None] * (len(result.visited) - len(result.replies)) + list(result.replies)
-            for node_id, reply in zip(result.visited, replies, strict=True):
+            for node_id, reply in zip(visited, [None] * (len(visited) - len(replies)) + list(replies), strict=True):
                 node = self.index.graph.node(node_id)  # type: ignore[union-attr]
                 trace({"step": "visit", "level": node.level, "text": node.text, "sufficient": reply})
         evidence: list[Evidence] = []
-        for hit in source_nodes(self.index, result):
+        for hit in response.source_nodes:
             level = int(hit.node.metadata.get("level", 0))
             doc_ids = [d for d in str(hit.node.metadata.get("doc_ids", "")).split(",") if d]
             chunk = level == 1  # a point names the passages of the batch it was summarized from
             evidence.append(Evidence(id=hit.node.node_id, title="", text=hit.node.get_content(), score=float(hit.score or 0.0),
                                      passage_ids=doc_ids if chunk else [], source_ids=[] if chunk else doc_ids,
                                      kind="chunk" if chunk else "information_point"))
-        info = {"stop_reason": result.stop_reason, "complete": result.complete, "visited": len(result.visited),
-                "limit_hit": result.stop_reason in ("budget", "max_steps")}
-        if result.yes_probabilities:
-            info["yes_probabilities"] = [None if p is None else round(p, 4) for p in result.yes_probabilities]
-        return Answer(question, (result.answer or "").strip(), evidence, time.perf_counter() - started, info=info)
+        info = {"stop_reason": found["stop_reason"], "complete": found["complete"], "visited": len(visited),
+                "limit_hit": found["stop_reason"] in ("budget", "max_steps")}
+        if found["yes_probabilities"]:
+            info["yes_probabilities"] = [None if p is None else round(p, 4) for p in found["yes_probabilities"]]
+        if "decided_by" in found:
+            info |= {"decided_by": found["decided_by"], "search_answer": found["engine_answer"]}
+        return Answer(question, (response.response or "").strip(), evidence, time.perf_counter() - started, info=info)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
         """Make the index hold exactly ``passages`` (new, changed by hash, removed); the index persists each change."""

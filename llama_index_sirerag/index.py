@@ -51,7 +51,6 @@ from llama_index.core.schema import BaseNode, Document, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from llama_index_sirerag import prompts
-from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
 from llama_index_sirerag.config import SiReRAGConfig
 from llama_index_sirerag.propositions import (
     Proposition,
@@ -65,6 +64,7 @@ from llama_index_sirerag.retriever import SiReRAGRetriever
 from llama_index_sirerag.tree import TreeBuilder, TreeNode, as_vectors, embedder_identity, node_id, tree_stats
 from multihop_rag.errors import IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
+from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 from multihop_rag.indexing.clustering import replayable_cluster, warm_up
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import count_tokens
@@ -72,7 +72,7 @@ from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.concurrency import CallLimit, side_by_side
 from multihop_rag.llm.structured import StructuredStats
 from multihop_rag.llm.usage import Stages, Usage
-from multihop_rag.option_comparisons import ComparisonKind
+from multihop_rag.option_comparisons import comparison_kinds
 from multihop_rag.serving.profile import default_concurrency
 from multihop_rag.stores import batched, chroma_vector_store, ensure_empty, stored_embeddings, stored_ids
 
@@ -440,13 +440,11 @@ class SiReRAGIndex(DocumentIndex[SiReRAGStruct]):
     ) -> BaseQueryEngine:
         """LlamaIndex's default QA template with the paper's short-answer instruction (§5.4); with the config's
         ``compare_years`` or ``compare_quantities``, those comparisons decided by the values the retrieved nodes give
-        (:class:`~llama_index_sirerag.comparisons.ComparisonsDecidedQueryEngine`)."""
+        (:class:`~multihop_rag.frameworks.llama_index_comparisons.ComparisonsDecidedQueryEngine`)."""
         template = PromptTemplate(DEFAULT_TEXT_QA_PROMPT_TMPL.replace("{query_str}", "{query_str}" + prompts.ANSWER_SUFFIX))
         retriever: BaseRetriever = self.as_retriever(similarity_top_k, tree=tree, kind=kind)
         engine = RetrieverQueryEngine.from_args(retriever, llm=llm or self.llm, text_qa_template=template, **kwargs)
-        settings: dict[ComparisonKind, bool] = {"years": self.config.compare_years,
-                                                 "quantities": self.config.compare_quantities}
-        kinds = [kind for kind, on in settings.items() if on]
+        kinds = comparison_kinds(years=self.config.compare_years, quantities=self.config.compare_quantities)
         return ComparisonsDecidedQueryEngine(engine=engine, llm=llm or self.llm, kinds=kinds) if kinds else engine
 
     def as_chat_engine(self, chat_mode: ChatMode = ChatMode.BEST, llm: LLMType | None = None, **kwargs: Any) -> BaseChatEngine:

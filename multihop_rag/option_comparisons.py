@@ -10,7 +10,7 @@ from typing import Literal
 from multihop_rag.quantity_order import QuantityComparison, quantity_comparison
 from multihop_rag.time_order import TimeComparison, time_comparison
 
-__all__ = ["Comparison", "ComparisonKind", "comparison_of"]
+__all__ = ["Comparison", "ComparisonKind", "comparison_kinds", "comparison_of"]
 
 ComparisonKind = Literal["years", "quantities"]
 Comparison = TimeComparison | QuantityComparison
@@ -28,3 +28,9 @@ def comparison_of(question: str, kinds: Sequence[ComparisonKind]) -> tuple[Compa
         if found is not None:
             return kind, found
     return None
+
+
+def comparison_kinds(*, years: bool, quantities: bool) -> list[ComparisonKind]:
+    """The kinds a method's ``compare_years`` and ``compare_quantities`` settings turn on, in the order tried."""
+    settings: tuple[tuple[ComparisonKind, bool], ...] = (("years", years), ("quantities", quantities))
+    return [kind for kind, on in settings if on]

@@ -489,6 +489,44 @@ def test_the_short_answer_setting_asks_every_answer_prompt_for_as_few_words_as_p
         assert all((prompts.SHORT_ANSWER in p) is short for p in llm.prompts)
 
 
+def test_a_comparison_in_time_is_decided_by_the_years_the_visited_nodes_give(docs, tmp_path):
+    """``compare_years`` (ours, as SiReRAG's): the search answers, then its visited nodes are asked for each option's
+    year; two years that decide replace the search's answer (kept in the metadata and the answer's info); undecided
+    years, other questions and the setting off keep the search's answer."""
+    from llama_index_garlic.method import GarlicAnswerer
+    from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
+
+    undecided = "Which came first, Velmora or Royal Academy of Sciences?"
+
+    def years(prompt: str) -> str:
+        if undecided in prompt:
+            return "Velmora: unknown\nRoyal Academy of Sciences: founded 1735"
+        return "Kesh Bridge: completed 1788\nRoyal Academy of Sciences: founded 1735"
+
+    searching = garlic_llm(answer="Kesh Bridge")
+    llm = ScriptedLLM(lambda prompt: years(prompt) if "Do not answer it yet" in prompt else searching.script(prompt))
+    question = "Which came first, Kesh Bridge or Royal Academy of Sciences?"
+    index = build(docs, tmp_path, llm=llm, config=CONFIG.model_copy(update={"compare_years": True}))
+    engine = index.as_query_engine()
+    assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["years"]
+    response = engine.query(question)
+    assert response.response == "Royal Academy of Sciences" and response.metadata["decided_by"] == "years"
+    assert response.metadata["engine_answer"] == "Kesh Bridge" and response.metadata["stop_reason"] == "yes"
+    assert [n.node.node_id for n in response.source_nodes] == response.metadata["visited"]
+    assert asyncio.run(engine.aquery(question)).metadata["decided_by"] == "years"  # the same, awaited
+    first = index.graph.node(response.metadata["visited"][0]).text
+    assert any("Do not answer it yet" in p and first in p for p in llm.prompts)  # the visited nodes, read
+    answer = GarlicAnswerer(index).answer(question)
+    assert answer.text == "Royal Academy of Sciences"
+    assert answer.info["decided_by"] == "years" and answer.info["search_answer"] == "Kesh Bridge"
+    asked = len(llm.prompts)
+    assert engine.query("Which river does the Kesh Bridge cross?").response == "Kesh Bridge"
+    assert not any("Do not answer it yet" in p for p in llm.prompts[asked:])  # no two options: no years asked
+    assert engine.query(undecided).response == "Kesh Bridge"
+    assert "decided_by" not in GarlicAnswerer(index).answer(undecided).info
+    assert not isinstance(build(docs, tmp_path / "paper", llm=llm).as_query_engine(), ComparisonsDecidedQueryEngine)
+
+
 def test_attention_model_takes_the_llm_spec_aliases(monkeypatch, tmp_path):
     from llama_index_garlic import TransformersAttention
     from multihop_rag.serving import bundled

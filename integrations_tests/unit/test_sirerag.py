@@ -730,7 +730,7 @@ def test_a_comparison_in_time_is_decided_by_the_years_the_nodes_give():
     the reader."""
     from llama_index.core import VectorStoreIndex
 
-    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
+    from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 
     years = {"reply": "Alma Reed: born 12 May 1950\nBert Lowe: born 1941"}
 
@@ -757,7 +757,7 @@ def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_nodes_give():
     """``compare_quantities``: each option's number and unit, a line each; one unit and different numbers answer."""
     from llama_index.core import VectorStoreIndex
 
-    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
+    from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 
     amounts = {"reply": "Kesh Peak: 8,051 metres\nSable Peak: 7,816 metres"}
     llm = ScriptedLLM(lambda prompt: amounts["reply"] if "Do not answer it yet" in prompt else "the reader's answer")
@@ -774,7 +774,7 @@ def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_nodes_give():
 
 
 def test_the_index_query_engine_decides_comparisons_unless_told_not_to(docs, tmp_path, default_index):
-    from llama_index_sirerag.comparisons import ComparisonsDecidedQueryEngine
+    from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 
     engine = default_index.as_query_engine()
     assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["years", "quantities"]
