@@ -63,6 +63,11 @@
 # comparison calls live, every other call from the cache; the naive@ rows stand (the decided answers keep their nodes).
 # Replayed once more the same day after the choice of a comparison moved into the core (option_comparisons): every
 # call from the cache, every answer the same (the live rows' seconds are in each folder's results.stale.jsonl).
+# GARLIC's rows on the three built-* pools were re-run on 2026-12-06 with comparisons of amounts decided by the options'
+# numbers (compare_quantities, 1eb8a2c; `--methods raptor,sirerag,garlic`): the one such question's call live, every
+# other call replayed, every answer the same. The comparison's query engine moved into the core in the same change, so
+# SiReRAG's and RAPTOR's rows replayed (every answer the same), and HiRAG's open-* rows too (its reading's comparison
+# chosen through the core's option_comparisons; every call from the cache).
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."

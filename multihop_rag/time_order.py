@@ -36,6 +36,7 @@ YEARS_OF_LIFE = (
 """:data:`YEARS` for a question comparing how long two people lived ("Who lived longer, X or Y?")."""
 
 _YEAR = re.compile(r"\b(?:([1-9][0-9]{0,3})\s*(?:BCE?\b|B\.C\.)|([1-9][0-9]{2}|1[0-9]{3}|20[0-9]{2})\b)")
+_SPAN = re.compile(r"\b([1-9][0-9]{2,3})\s*(?:-|–|—)\s*([1-9][0-9]{2,3})\b")
 _EARLIER = re.compile(r"\b(?:earlier|earliest|first|older|oldest|before)\b", re.IGNORECASE)
 _LATER = re.compile(r"\b(?:later|latest|last|more recent(?:ly)?|most recent(?:ly)?|younger|youngest|newer|newest)\b",
                     re.IGNORECASE)
@@ -46,8 +47,14 @@ _LIFESPAN = re.compile(r"\blived\b.*\b(?:longer|longest|older|oldest)\b|\blonge(
 
 
 def _years(text: str) -> list[int]:
-    """The years (100–2099, negative before the common era: "551 BC") a text names, in its order."""
-    return [-int(before) if before else int(year) for before, year in _YEAR.findall(text)]
+    """The years (100–2099, negative before the common era: "551 BC") a text names, in its order. A number of three
+    digits is a year only in a text naming no year of four digits, or in a span of years ("950–1020"): not the volume
+    and page of "429 U.S. 190 (1976)"."""
+    found = list(_YEAR.finditer(text))
+    in_spans = {span.start(side) for span in _SPAN.finditer(text) for side in (1, 2)}
+    any_four = any(len(year.group(2) or "") == 4 for year in found)
+    return [-int(year.group(1)) if year.group(1) else int(year.group(2)) for year in found
+            if year.group(1) or len(year.group(2)) == 4 or not any_four or year.start(2) in in_spans]
 
 
 @dataclass(frozen=True)

@@ -508,6 +508,10 @@ COMPARISON = "Who was born first, Tomas Halvard or Mara Quill?"
         ("Mara Quill (1820)\nTomas Halvard - 1851", "Mara Quill"),
         ("Tomas Halvard: born 551 BC\nMara Quill: born 372 BCE", "Tomas Halvard"),
         ("Tomas Halvard: born 899\nMara Quill: born 1020", "Tomas Halvard"),
+        ("Tomas Halvard: 950–1020\nMara Quill: born 1001", "Tomas Halvard"),
+        # a number of three digits beside a year of four is no year (HotpotQA record: a case's volume and page)
+        ("Lantern Road: Lantern Road, 429 U. S. 190 (1976), was the first case\nSable Song: 334 US 131 (1948)", "Sable Song",
+         "Which case came first, Lantern Road or Sable Song?"),
         # a life's span: born takes its first year, died its last
         ("Tomas Halvard: Tomas Halvard, 4 March 1851 – 1890\nMara Quill: 1820 – 1899", "Mara Quill"),
         ("Tomas Halvard: 1851 – 1890\nMara Quill: 1820 – 1899", "Tomas Halvard", "Who died first, Tomas Halvard or Mara Quill?"),
