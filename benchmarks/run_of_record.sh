@@ -67,7 +67,9 @@
 # numbers (compare_quantities, 1eb8a2c; `--methods raptor,sirerag,garlic`): the one such question's call live, every
 # other call replayed, every answer the same. The comparison's query engine moved into the core in the same change, so
 # SiReRAG's and RAPTOR's rows replayed (every answer the same), and HiRAG's open-* rows too (its reading's comparison
-# chosen through the core's option_comparisons; every call from the cache).
+# chosen through the core's option_comparisons; every call from the cache). Its HotpotQA row of "Which case came first,
+# Craig v. Boren or …" was then removed and re-run after the core's fix of years before 1000 (c1f6339), which does not
+# change HiRAG's code hash: every call from the cache, its answer that of the rows before 38b7788.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
