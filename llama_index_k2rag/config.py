@@ -105,6 +105,18 @@ class K2RAGConfig(BaseModel):
         "101–120: F1 0.445 against 0.557 (1 better, 4 worse): a longer graph context (3,000 characters against 2,470) "
         "the 1.5B answered worse from; 'both' 0.433 against 0.640 (none better, 5 worse), so 'llm' stays.",
     )
+    compare_years: bool = Field(
+        False,
+        description="A question naming two options and an order in time is answered by the years the final answer's "
+        "source nodes give each option, a line each, when they decide (:mod:`multihop_rag.option_comparisons`, as "
+        "SiReRAG's, ReSP's and HiRAG's); Algorithm 2's answer otherwise (ours; False: Algorithm 2 for every question).",
+    )
+    compare_quantities: bool = Field(
+        False,
+        description="A question naming two options and a direction of amount is answered by the numbers the source "
+        "nodes give each option, in one unit, when they decide; Algorithm 2's answer otherwise (ours; False: "
+        "Algorithm 2 for every question).",
+    )
     kg_triple_order: TripleOrder = Field(
         "rank",
         description="Which of the matched entities' triples the property graph keeps (LlamaIndex keeps 30) and in what "

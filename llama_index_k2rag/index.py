@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.llms.llm import LLM
-from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
@@ -48,11 +48,13 @@ from llama_index_k2rag.query_engine import PIPELINES, K2RAGQueryEngine, NaiveQue
 from llama_index_k2rag.summarizers import Summarizer, make_summarizer
 from multihop_rag.errors import CorpusError, IndexFolderError, StoreError
 from multihop_rag.frameworks.llama_index import DocumentIndex, document_hash, open_folder, reload_vector_store
+from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
 from multihop_rag.indexing.persistence import prepare_folder, read_manifest, write_atomic, write_manifest
 from multihop_rag.indexing.text import chunk_tokens, count_tokens
 from multihop_rag.llm.cache import LLMCache, cached_llm
 from multihop_rag.llm.concurrency import map_bounded
 from multihop_rag.llm.usage import Stages, Usage
+from multihop_rag.option_comparisons import comparison_kinds
 from multihop_rag.serving.llamacpp_server import openai_endpoint
 from multihop_rag.serving.profile import default_concurrency
 from multihop_rag.stores import batched, chroma_vector_store, ensure_empty, stored_ids
@@ -340,7 +342,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
             candidates=self.config.candidates,
         )
 
-    def as_query_engine(self, pipeline: str = "k2rag", **kwargs: Any) -> CustomQueryEngine:  # type: ignore[override]
+    def as_query_engine(self, pipeline: str = "k2rag", **kwargs: Any) -> BaseQueryEngine:  # type: ignore[override]
         """``"k2rag"`` (Algorithm 2) or a naive pipeline of §3.2: ``"semantic"`` (λ=1), ``"keyword"``
         (λ=0), ``"hybrid"`` (λ=0.8), ``"kg"``. The paper runs the naive ones over the unsummarized
         corpus: build that index with ``summarizer="none"``."""
@@ -349,7 +351,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
         if pipeline in ("k2rag", "kg") and self.kg is None:
             raise ValueError(f"the {pipeline!r} pipeline needs a knowledge graph; build the index with kg='property'")
         if pipeline == "k2rag":
-            return K2RAGQueryEngine(
+            engine = K2RAGQueryEngine(
                 llm=self.llm,
                 kg=self.kg,
                 retriever=self.as_retriever(),
@@ -362,6 +364,8 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 reader_tokens=self.config.reader_tokens,
                 final_reads=self.config.final_reads,
             )
+            kinds = comparison_kinds(years=self.config.compare_years, quantities=self.config.compare_quantities)
+            return ComparisonsDecidedQueryEngine(engine=engine, llm=self.llm, kinds=kinds) if kinds else engine
         if pipeline == "kg":
             return NaiveQueryEngine(llm=self.llm, kg=self.kg, retriever=None)
         alpha = {"semantic": 1.0, "keyword": 0.0, "hybrid": self.config.alpha}[pipeline]

@@ -54,6 +54,8 @@ class K2RAGAnswerer:
             for sub_question, sub_answer in zip(meta.get("sub_questions", []), meta.get("sub_answers", []), strict=True):
                 trace({"step": "sub_question", "text": sub_question, "answer": sub_answer})
         info = {"sub_questions": meta.get("sub_questions", []), "kg_answer": meta.get("kg_answer", "")}
+        if "decided_by" in meta:
+            info |= {"decided_by": meta["decided_by"], "algorithm_answer": meta["engine_answer"]}
         return Answer(question, str(response).strip(), evidence(response.source_nodes), time.perf_counter() - started, info=info)
 
     def update(self, passages: Sequence[Passage]) -> UpdateReport:
