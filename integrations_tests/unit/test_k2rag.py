@@ -292,6 +292,31 @@ def test_sub_question_loop_runs_once_per_kg_chunk():
     assert response.source_nodes and set(meta["timings"]) == {"kg", "summarize_kg", "sub_questions", "answer"}
 
 
+def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_source_nodes_give():
+    """``compare_quantities`` (ours, as the other methods'): Algorithm 2 answers, then its source nodes are asked for
+    each option's number; two numbers in one unit replace its answer (kept in the metadata and the answer's info)."""
+    from llama_index_k2rag.method import K2RAGAnswerer
+    from multihop_rag.frameworks.llama_index_comparisons import ComparisonsDecidedQueryEngine
+
+    def amounts(prompt: str) -> str:
+        if "Do not answer it yet" in prompt:
+            return "Kesh Bridge: 120 metres\nSable Bridge: 95 metres"
+        return respond(prompt)
+
+    llm = ScriptedLLM(amounts)
+    question = "Which bridge is longer, Kesh Bridge or Sable Bridge?"
+    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(compare_quantities=True))
+    engine = index.as_query_engine()
+    assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["quantities"]
+    response = engine.query(question)
+    assert str(response) == "Kesh Bridge" and response.metadata["decided_by"] == "quantities"
+    assert response.metadata["engine_answer"] == "Dunmere" and response.metadata["sub_questions"]
+    answer = K2RAGAnswerer(index).answer(question)
+    assert answer.text == "Kesh Bridge" and answer.info["algorithm_answer"] == "Dunmere"
+    assert str(engine.query("Where was the designer of the Kesh Bridge born?")) == "Dunmere"  # no two options
+    assert not isinstance(build(kg=FakeKG("Tomas Halvard")).as_query_engine(), ComparisonsDecidedQueryEngine)
+
+
 def test_with_retrieve_for_question_the_users_question_reaches_the_hybrid_retriever_first():
     """Issue 41: the question itself never reached the hybrid retriever (support@10 0.45 against naive's 0.90):
     only sub-questions written from a one-phrase KG answer did."""
