@@ -305,16 +305,17 @@ def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_source_nodes_give
 
     llm = ScriptedLLM(amounts)
     question = "Which bridge is longer, Kesh Bridge or Sable Bridge?"
-    index = build(llm=llm, kg=FakeKG("Tomas Halvard"), config=K2RAGConfig(compare_quantities=True))
+    index = build(llm=llm, kg=FakeKG("Tomas Halvard"))
     engine = index.as_query_engine()
-    assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["quantities"]
+    assert isinstance(engine, ComparisonsDecidedQueryEngine) and list(engine.kinds) == ["years", "quantities"]
     response = engine.query(question)
     assert str(response) == "Kesh Bridge" and response.metadata["decided_by"] == "quantities"
     assert response.metadata["engine_answer"] == "Dunmere" and response.metadata["sub_questions"]
     answer = K2RAGAnswerer(index).answer(question)
     assert answer.text == "Kesh Bridge" and answer.info["algorithm_answer"] == "Dunmere"
     assert str(engine.query("Where was the designer of the Kesh Bridge born?")) == "Dunmere"  # no two options
-    assert not isinstance(build(kg=FakeKG("Tomas Halvard")).as_query_engine(), ComparisonsDecidedQueryEngine)
+    paper = K2RAGConfig(compare_years=False, compare_quantities=False)  # Algorithm 2 for every question
+    assert not isinstance(build(kg=FakeKG("Tomas Halvard"), config=paper).as_query_engine(), ComparisonsDecidedQueryEngine)
 
 
 def test_with_retrieve_for_question_the_users_question_reaches_the_hybrid_retriever_first():
