@@ -70,6 +70,9 @@
 # chosen through the core's option_comparisons; every call from the cache). Its HotpotQA row of "Which case came first,
 # Craig v. Boren or …" was then removed and re-run after the core's fix of years before 1000 (c1f6339), which does not
 # change HiRAG's code hash: every call from the cache, its answer that of the rows before 38b7788.
+# K2RAG's rows on the three built-* pools were re-run on 2026-12-06 with comparisons in time and of amounts decided by
+# the options' values (compare_years, compare_quantities, 233936a; `--methods k2rag`): the new calls live, every other
+# call replayed; the naive@k2rag rows stand.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
