@@ -86,6 +86,7 @@ def test_information_points_of_odd_replies(reply):
 
 @SETTINGS
 @given(ODD_REPLIES, st.sampled_from([("Yes", "No"), ("yes", "no")]))
+@example("[" * 1991, ("Yes", "No"))  # found by this test: json.loads raised RecursionError, which escaped
 def test_labels_are_a_label_or_none(reply, labels):
     assert parse_label(reply, labels) in (*labels, None)
 

@@ -240,7 +240,7 @@ def salvage(text: str) -> Any | None:
             continue
         try:
             return json.loads(text[start:end] + closers)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return None
 
@@ -342,7 +342,7 @@ def parse_label(text: str, labels: Sequence[str]) -> str | None:
         obj = json.loads(text)
         if isinstance(obj, dict):
             text = str(next(iter(obj.values()), ""))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the parser's depth ("[" * 2000)
         pass
     match = pattern.search(text.lower())
     return by_lower[match.group(1)] if match else None
