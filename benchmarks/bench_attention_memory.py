@@ -8,8 +8,10 @@ idle machine for the seconds; the memory does not depend on the load.
 
 Usage: benchmarks/bench_attention_memory.py [--prompt-tokens 8000] [--reply-tokens 2000] [--blocks 256:100000,256:1024]
 
-``--blocks`` lists settings as ``ROW_BLOCK:MLP_BLOCK`` (100000: every row, or every position, at once). Rows append
-to ``--out``/attention_memory.jsonl with their edges; the table compares this run's rows with its first.
+``--blocks`` lists settings as ``ROW_BLOCK:MLP_BLOCK[:PRODUCTS]`` (100000: every row, or every position, at once;
+PRODUCTS ``auto``, the default: in bfloat16 where this CPU multiplies it faster, else float32; ``float32``: always
+float32). Rows append to ``--out``/attention_memory.jsonl with their edges; the table compares this run's rows with
+its first.
 """
 
 from __future__ import annotations
@@ -53,12 +55,17 @@ def exchange(prompt_tokens: int, reply_tokens: int) -> tuple[str, str, list[str]
 
 
 def child(blocks: str, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
-    """One setting (``ROW_BLOCK:MLP_BLOCK``) in this process: load, score the edges, report."""
-    from llama_index_garlic import attention, position_blocks
+    """One setting (``ROW_BLOCK:MLP_BLOCK[:PRODUCTS]``) in this process: load, score the edges, report."""
+    import torch
+
+    from llama_index_garlic import attention, float32_compute, position_blocks
     from llama_index_garlic.attention import TransformersAttention
 
-    row_block, mlp_block = (int(v) for v in blocks.split(":"))
+    row, mlp, products = (blocks + ":auto").split(":")[:3]
+    row_block, mlp_block = int(row), int(mlp)
     attention.ROW_BLOCK, position_blocks.MLP_BLOCK = row_block, mlp_block
+    if products == "float32":
+        float32_compute.faster_products = lambda dtype: torch.float32  # type: ignore[assignment]
     prompt, reply, inputs, outputs = exchange(prompt_tokens, reply_tokens)
     model = TransformersAttention.from_pretrained("default")
     loaded_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
@@ -67,7 +74,11 @@ def child(blocks: str, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     if edges is None:
         raise RuntimeError("the exchange's texts could not be located")
-    return {"row_block": row_block, "mlp_block": mlp_block, "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
+    products_in = next(p.dtype for p in model.model.parameters()) if products == "auto" else torch.float32
+    if products == "auto" and float32_compute.faster_products(products_in) != products_in:
+        products_in = torch.float32
+    return {"row_block": row_block, "mlp_block": mlp_block, "products": str(products_in).removeprefix("torch."),
+            "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
             "seconds": round(seconds, 1), "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
             "loaded_rss_gb": round(loaded_gb, 2), "strongest_input": edges.argmax(axis=1).tolist(),
             "edges": edges.tolist()}
@@ -92,17 +103,17 @@ def main() -> None:
     import numpy as np
 
     first = np.asarray(rows[0]["edges"])
-    lines = ["| ROW_BLOCK | MLP_BLOCK | tokens | inputs × outputs | seconds | RSS loaded | peak RSS | max edge change vs first row | same strongest input |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| ROW_BLOCK | MLP_BLOCK | products | tokens | inputs × outputs | seconds | RSS loaded | peak RSS | max edge change vs "
+             "first row | same strongest input |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         change = float(np.max(np.abs(np.asarray(row["edges"]) - first) / np.maximum(np.abs(first), 1e-12)))
         same = sum(a == b for a, b in zip(row["strongest_input"], rows[0]["strongest_input"], strict=True))
-        lines.append(f"| {row['row_block']} | {row['mlp_block']} | {row['tokens']} | {row['inputs']} × {row['outputs']} | {row['seconds']} | "
+        lines.append(f"| {row['row_block']} | {row['mlp_block']} | {row['products']} | {row['tokens']} | {row['inputs']} × {row['outputs']} | {row['seconds']} | "
                      f"{row['loaded_rss_gb']} GB | {row['peak_rss_gb']} GB | {change:.1e} | {same}/{row['outputs']} |")
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "attention_memory.jsonl").open("a") as out:
         out.writelines(json.dumps(r) + "\n" for r in rows)
-    header = (f"Attention edges of the embedded default (`default`, bfloat16 weights, float32 products) over Table 4's "
+    header = (f"Attention edges of the embedded default (`default`, bfloat16 weights) over Table 4's "
               f"prompt of ~{args.prompt_tokens} tokens and a reply of ~{args.reply_tokens}; 2Wiki's pooled corpus; this "
               "2-core machine.\n\n")
     print(header, end="")

@@ -13,8 +13,10 @@ Algorithm 1 of the paper, node by node::
   sub-question is the overarching question itself.
 - ``summarize``: the dual-function summarizer (§4.1): a query-focused summary for the overarching
   question goes to the global evidence memory; from round two on, an answer to the current
-  sub-question (or "No") goes, with the sub-question, to the local pathway memory. With
-  ``reread_documents=False`` (ours) both read only the documents no earlier round retrieved.
+  sub-question (or "No") goes, with the sub-question, to the local pathway memory. The two read the same
+  documents and not each other, so a served model with several slots writes them at once; an in-process
+  model one after the other, as before. With ``reread_documents=False`` (ours) both read only the documents
+  no earlier round retrieved.
 - ``judge``: can the combined memory answer the question? A constrained Yes/No; an unreadable
   answer counts as No and is counted in ``judge_failures``. Asked from round ``min_iterations`` on
   (ours; 1, the paper's, asks after every round). With ``judge_threshold`` (ours), Yes means P(Yes)
@@ -69,12 +71,13 @@ from multihop_rag.frameworks.langgraph import (
     run_settings,
 )
 from multihop_rag.indexing.text import complete_sentences
-from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply
+from multihop_rag.llm.calls import Call, Dialogue, Effect, Reply, Together
 from multihop_rag.llm.questions import asks_yes_no, sub_question_of
 from multihop_rag.llm.structured import StructuredStats, label_dialogue, label_probability_dialogue
 from multihop_rag.metrics import is_yes_no
 from multihop_rag.quantity_order import quantity_comparison
 from multihop_rag.same_country import same_country_question
+from multihop_rag.serving.profile import default_concurrency
 from multihop_rag.time_order import time_comparison
 
 __all__ = ["ROLES", "combined_memory", "resp_state_graph", "build_resp_graph"]
@@ -176,6 +179,7 @@ def resp_state_graph(
     ``retrieve`` and ``summarize``: ``graph.add_node(...)``, then replace that edge)."""
     models = _roles(llm)
     default = config or ReSPConfig()
+    summaries_at_once = default_concurrency(models["summarizer"]) > 1
 
     def start(state: ReSPState) -> dict[str, Any]:
         return {
@@ -210,14 +214,20 @@ def resp_state_graph(
         cap = settings.max_output_tokens
         new = state["documents"] if settings.reread_documents else _unread(state["documents"], state["passages"])
         docs = format_documents(new or state["documents"])
-        update: dict[str, Any] = {"truncated": 0}
+        calls: dict[str, Call] = {}
         if new:
             prompt = prompts.GLOBAL_EVIDENCE.format(docs=docs, question=state["question"])
-            summary, update["truncated"] = _text((yield Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])))
-            update["global_memory"] = [_global_summary(summary)]
+            calls["global"] = Call(models["summarizer"], prompt, max_tokens=cap, stop=["[DONE]"])
         if state["sub_question"] != state["question"]:
             prompt = _PROMPT_ORDERS[settings.shared_prefixes].local.format(sub_question=state["sub_question"], docs=docs)
-            local, local_cut = _text((yield Call(models["summarizer"], prompt, max_tokens=cap)))
+            calls["local"] = Call(models["summarizer"], prompt, max_tokens=cap)
+        replies = dict(zip(calls, (yield Together(tuple(calls.values()), at_once=summaries_at_once)), strict=True))
+        update: dict[str, Any] = {"truncated": 0}
+        if "global" in replies:
+            summary, update["truncated"] = _text(replies["global"])
+            update["global_memory"] = [_global_summary(summary)]
+        if "local" in replies:
+            local, local_cut = _text(replies["local"])
             update["local_memory"] = [{"sub_question": state["sub_question"], "answer": _local_answer(local)}]
             update["truncated"] += local_cut
         return update

@@ -363,6 +363,7 @@ class K2RAGIndex(DocumentIndex[K2RAGStruct]):
                 sub_answer_sees_question=self.config.sub_answer_sees_question,
                 reader_tokens=self.config.reader_tokens,
                 final_reads=self.config.final_reads,
+                max_concurrency=self.max_concurrency,
             )
             kinds = comparison_kinds(years=self.config.compare_years, quantities=self.config.compare_quantities)
             return ComparisonsDecidedQueryEngine(engine=engine, llm=self.llm, kinds=kinds) if kinds else engine

@@ -24,7 +24,6 @@ its answer (``kg_step="context"``); ``retrieve_for_question=False, kg_step="answ
 from __future__ import annotations
 
 import time
-from itertools import chain
 from typing import Any, Literal
 
 from llama_index.core.base.response.schema import Response
@@ -41,6 +40,7 @@ from llama_index_k2rag.summarizers import Summarizer
 from multihop_rag.frameworks.llama_index import TokenBudget
 from multihop_rag.indexing.text import chunk_tokens
 from multihop_rag.llm.calls import Reply
+from multihop_rag.llm.concurrency import map_bounded
 from multihop_rag.llm.questions import sub_question_of
 
 __all__ = ["K2RAGQueryEngine", "NaiveQueryEngine", "PIPELINES"]
@@ -79,6 +79,9 @@ class K2RAGQueryEngine(CustomQueryEngine):
     reader_tokens: int = Field(0, description="Step E also reads the question's own chunks within this many tokens (0: Algorithm 2).")
     final_reads: FinalReads = Field(
         "summary", description="Step E reads the sub-answers' summary ('summary', Algorithm 2) or each sub-question with its answer.")
+    max_concurrency: int = Field(
+        1, ge=1, description="Sub-questions worked on at once (steps C-D: each written, retrieved for, answered and its "
+        "answer summarized independently of the others): a served model's slots; 1: one after another, in order.")
 
     def custom_query(self, query_str: str) -> Response:
         kg: KnowledgeGraph = self.kg
@@ -94,21 +97,30 @@ class K2RAGQueryEngine(CustomQueryEngine):
 
         started = time.perf_counter()
         chunks = chunk_tokens(kg_summary, self.result_chunk_size, self.result_chunk_overlap) if kg_summary else []
-        sub_questions, sub_answers = [], []
-        sources: dict[str, NodeWithScore] = {}
-        question_hits: list[NodeWithScore] = []
-        written = (sub_question_of(Reply(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text)) or chunk for chunk in chunks)
-        for sub_question in chain([query_str] if self.retrieve_for_question else [], written):
+
+        def sub_question_chain(chunk: str | None) -> tuple[str, list[NodeWithScore], str]:
+            """Steps C-D for one chunk of the KG summary (None: the user's question itself)."""
+            if chunk is None:
+                sub_question = query_str
+            else:
+                sub_question = sub_question_of(Reply(self.llm.complete(prompts.SUB_QUESTION.format(chunk=chunk)).text)) or chunk
             hits = self.retriever.retrieve(sub_question)
-            if sub_question == query_str:
-                question_hits = hits
             if self.sub_answer_sees_question and sub_question != query_str:
                 prompt = prompts.SUB_ANSWER.format(context=_context(hits), question=sub_question, main_question=query_str)
             else:
                 prompt = prompts.ANSWER.format(context=_context(hits), question=sub_question)
-            answer = self.llm.complete(prompt).text
+            return sub_question, hits, summarizer.summarize(self.llm.complete(prompt).text.strip())
+
+        jobs: list[str | None] = [*([None] if self.retrieve_for_question else []), *chunks]
+        sub_questions, sub_answers = [], []
+        sources: dict[str, NodeWithScore] = {}
+        question_hits: list[NodeWithScore] = []
+        for sub_question, hits, sub_answer in map_bounded(sub_question_chain, jobs, max_concurrency=self.max_concurrency,
+                                                          show_progress=False):
+            if sub_question == query_str:
+                question_hits = hits
             sub_questions.append(sub_question)
-            sub_answers.append(summarizer.summarize(answer.strip()))
+            sub_answers.append(sub_answer)
             _add_sources(sources, hits)
         timings["sub_questions"] = time.perf_counter() - started
 

@@ -292,6 +292,30 @@ def test_sub_question_loop_runs_once_per_kg_chunk():
     assert response.source_nodes and set(meta["timings"]) == {"kg", "summarize_kg", "sub_questions", "answer"}
 
 
+def test_a_served_models_slots_work_on_the_sub_questions_at_once_and_keep_their_order():
+    """Steps C-D of one KG chunk do not wait for another's: with a slot for each chunk, every chunk's sub-question
+    is written at once (each call waits until all are in flight), and they come back in the chunks' order."""
+    import threading
+
+    kg_answer = " ".join(f"fact{i}" for i in range(300))
+    chunks = chunk_tokens(kg_answer, 128, 10)
+    assert len(chunks) >= 3
+    all_in_flight = threading.Barrier(len(chunks), timeout=10)
+
+    def script(prompt: str) -> str:
+        if prompt.startswith("Instruction: Your task is to create a small question"):
+            all_in_flight.wait()  # one call at a time never gets past this
+            first_fact = next(word for word in prompt.split() if word.startswith("fact"))
+            return f"What is {first_fact}?"
+        return respond(prompt)
+
+    index = build(llm=ScriptedLLM(script), kg=FakeKG(kg_answer), config=PAPER, max_concurrency=len(chunks))
+    response = index.as_query_engine().query("Where was the designer of the Kesh Bridge born?")
+    expected = [f"What is {chunk.split()[0]}?" for chunk in chunks]
+    assert response.metadata["sub_questions"] == expected
+    assert str(response) == "Dunmere"
+
+
 def test_a_comparison_of_amounts_is_decided_by_the_numbers_the_source_nodes_give():
     """``compare_quantities`` (ours, as the other methods'): Algorithm 2 answers, then its source nodes are asked for
     each option's number; two numbers in one unit replace its answer (kept in the metadata and the answer's info)."""

@@ -95,6 +95,45 @@ def test_second_round_adds_local_pathway_and_memories_accumulate():
     assert state["retrieved"][0] == ["kesh", "halvard"]
 
 
+def test_a_served_model_writes_a_rounds_two_summaries_at_once(monkeypatch):
+    """The Global Evidence and Local Pathway summaries of a round read the same documents and not each other: on a
+    model serving several calls at once both are in flight together (each waits here until the other is)."""
+    import threading
+
+    from langchain_resp import graph as resp_graph
+
+    monkeypatch.setattr(resp_graph, "default_concurrency", lambda model: 2)
+    script, both_in_flight = Script(judge=("No", "Yes")), threading.Barrier(2, timeout=10)
+
+    def summaries_meet(prompt: str) -> str:
+        reply = script(prompt)
+        if script.calls[-1] == "local" or (script.calls[-1] == "global" and "judge" in script.calls):
+            both_in_flight.wait()  # round two's pair; one call at a time never gets past this
+        return reply
+
+    state = build_resp_graph(ScriptedChatModel(summaries_meet), retriever(), config=PAPER).invoke({"question": QUESTION})
+    assert sorted(script.calls[3:5]) == ["global", "local"]
+    assert state["local_memory"] == [{"sub_question": "Who is Tomas Halvard?", "answer": "Tomas Halvard."}]
+    assert len(state["global_memory"]) == 2 and state["answer"] == "Dunmere"
+
+
+async def test_awaited_the_two_summaries_are_gathered_with_the_same_memories(monkeypatch):
+    from langchain_resp import graph as resp_graph
+
+    monkeypatch.setattr(resp_graph, "default_concurrency", lambda model: 2)
+    script = Script(judge=("No", "Yes"))
+    state = await build_resp_graph(ScriptedChatModel(script), retriever(), config=PAPER).ainvoke({"question": QUESTION})
+    assert sorted(script.calls[3:5]) == ["global", "local"]
+    assert state["local_memory"] == [{"sub_question": "Who is Tomas Halvard?", "answer": "Tomas Halvard."}]
+    assert len(state["global_memory"]) == 2 and state["answer"] == "Dunmere"
+
+
+def test_an_in_process_model_writes_them_one_after_the_other_in_the_papers_order():
+    script = Script(judge=("No", "Yes"))
+    run(script)  # the scripted model serves one call at a time, as llama.cpp in process does
+    assert script.calls[3:5] == ["global", "local"]
+
+
 def test_loop_stops_at_max_iterations_and_goes_straight_to_generate():
     script = Script(judge=("No",), plan=("Q one?", "Q two?", "Q three?", "Q four?"))
     state = run(script, max_iterations=3)

@@ -6,8 +6,9 @@
   limit (``truncated``: finish reason ``length``, or as many tokens as the cap), and token counts.
 - :func:`call` / :func:`acall` run one call on a LlamaIndex ``LLM`` or a LangChain chat model.
 - :func:`run` / :func:`arun` drive a *dialogue*: a generator that yields requests — a :class:`Call`
-  (answered with a :class:`Reply`) or an :class:`Effect` (any other sync/async pair, such as a
-  retriever's ``invoke``/``ainvoke``) — and receives their results. The same control flow (a retry,
+  (answered with a :class:`Reply`), an :class:`Effect` (any other sync/async pair, such as a
+  retriever's ``invoke``/``ainvoke``) or :class:`Together` (independent requests, run at once on a
+  server with several slots) — and receives their results. The same control flow (a retry,
   a re-ask) then runs synchronously or with the async methods without being written twice
   (LangGraph nodes and ``agenerate_json`` use it).
 
@@ -18,8 +19,10 @@ is removed from the reply (``Reply.thinking``) before anyone parses it.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,6 +38,7 @@ __all__ = [
     "AnyLLM",
     "Call",
     "Effect",
+    "Together",
     "Reply",
     "Dialogue",
     "call",
@@ -97,6 +101,27 @@ class Effect:
         return await self.asynchronous()
 
 
+@dataclass(frozen=True)
+class Together:
+    """Independent requests; the dialogue receives their results as a list, in order. With ``at_once`` they run
+    at the same time (threads, or gathered under ``arun``): a served model's slots answer them side by side.
+    Without it they run one after another, in order (an in-process model serves one call at a time)."""
+
+    requests: tuple[Call | Effect, ...]
+    at_once: bool = True
+
+    def run(self) -> list[Any]:
+        if not self.at_once or len(self.requests) <= 1:
+            return [request.run() for request in self.requests]
+        with ThreadPoolExecutor(max_workers=len(self.requests), thread_name_prefix="multihop-rag-together") as pool:
+            return list(pool.map(lambda request: request.run(), self.requests))
+
+    async def arun(self) -> list[Any]:
+        if not self.at_once:
+            return [await request.arun() for request in self.requests]
+        return list(await asyncio.gather(*(request.arun() for request in self.requests)))
+
+
 @dataclass
 class Reply:
     """A model's answer to one :class:`Call`."""
@@ -117,7 +142,7 @@ class Reply:
 
 
 Dialogue = Generator[Any, Any, T]
-"""A control flow that yields requests (:class:`Call`, :class:`Effect`) and receives their results."""
+"""A control flow that yields requests (:class:`Call`, :class:`Effect`, :class:`Together`) and receives their results."""
 
 
 def supports_format(model: AnyLLM) -> bool:
