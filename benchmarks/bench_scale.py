@@ -20,10 +20,13 @@ Then the growth exponent of calls and CPU-side seconds between the two largest s
 half (a small model's replies that do not parse: target ≥ 65 % of the slots busy). ``garlic+attention`` builds
 GARLIC with its edges weighted by the embedded default's attention model (``attention_model="default"``, as a
 ``llamacpp:`` build has them; the stand-in's replies are the exchanges it reads): issue 41's peak RSS. Results append to
-``--out``/scale.jsonl as each build finishes, so an interrupted run resumes.
+``--out``/scale.jsonl as each build finishes, so an interrupted run resumes. A build longer than a session
+(``garlic+attention`` at 6,000 passages: about 132 attention passes of 1-4 minutes) keeps its folder in ``--keep``:
+run again, it resumes from the calls and attention edges that folder's call cache holds, and its row (``resumed``)
+times the last part only.
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 250,1000,6000] [--methods raptor,sirerag,k2rag,garlic,hirag]
-        [--delay 0.05] [--malformed 0.0] [--out benchmarks/results/scale]
+        [--delay 0.05] [--malformed 0.0] [--out benchmarks/results/scale] [--keep FOLDER]
 """
 
 from __future__ import annotations
@@ -54,8 +57,9 @@ SLOTS = 4
 CORPUS = ("2wikimultihopqa", "corpus_hipporag_full.jsonl")
 
 
-def child(method_name: str, size: int, url: str, folder: str) -> dict[str, Any]:
-    """One build in this process: what it cost."""
+def child(method_name: str, size: int, url: str, folder: str, keep: bool) -> dict[str, Any]:
+    """One build in this process: what it cost. With ``keep``, its calls (and GARLIC's attention edges) go to a call
+    cache in ``folder``, which a later run resumes from."""
     from multihop_rag.app import registry
     from multihop_rag.method import Models
 
@@ -65,7 +69,7 @@ def child(method_name: str, size: int, url: str, folder: str) -> dict[str, Any]:
     config = method.config_class()
     if attention:  # garlic+attention: edges weighted by the embedded default's attention, as a llamacpp build's
         config = config.model_copy(update={"attention_model": "default"})
-    models = Models.from_specs(f"openai:stand-in@{url}", "st:default")
+    models = Models.from_specs(f"openai:stand-in@{url}", "st:default", cache=Path(folder) / "llm_calls.sqlite" if keep else None)
     models.embed.get_text_embedding("warm up")  # the embedder's load is not the build's
     estimate = method.estimate(passages, models, config) if hasattr(method, "estimate") else None
     cpu0, started = time.process_time(), time.perf_counter()
@@ -85,14 +89,16 @@ def child(method_name: str, size: int, url: str, folder: str) -> dict[str, Any]:
     }
 
 
-def run(method: str, size: int, delay: float, malformed: float, scratch: Path) -> dict[str, Any]:
+def run(method: str, size: int, delay: float, malformed: float, scratch: Path, keep: bool) -> dict[str, Any]:
+    folder = scratch / f"{method}-{size}"
+    resumed = folder.exists()
     with SlotServer(slots=SLOTS, delay=delay, malformed=malformed) as server:
         started = time.perf_counter()
-        row = row_of_child(__file__, method, str(size), server.url, str(scratch / f"{method}-{size}"))
+        row = row_of_child(__file__, method, str(size), server.url, str(folder), str(int(keep)))
         wall = time.perf_counter() - started
         slot_seconds = server.slot_seconds
     return row | {
-        "delay_s": delay, "malformed": malformed,
+        "delay_s": delay, "malformed": malformed, "resumed": resumed,
         "slots_busy": round(slot_seconds / (SLOTS * row["wall_s"]), 3) if row["wall_s"] else None,
         "child_wall_s": round(wall, 1),
     }
@@ -117,7 +123,8 @@ def report(rows: list[dict[str, Any]], out: Path) -> str:
              "| slots busy | peak RSS GB | pool |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["delay_s"], r["malformed"], r["passages"])):
         est = f" ({r['estimated_calls']}, {(r['estimated_calls'] - r['calls']) / r['calls']:+.0%})" if r.get("estimated_calls") and r["calls"] else ""
-        lines.append(f"| {r['method']} | {r['passages']} | {r['delay_s']} | {r['malformed']:.0%} | {r['calls']}{est} | {r['wall_s']:.0f} | "
+        resumed = " (resumed: its last part)" if r.get("resumed") else ""
+        lines.append(f"| {r['method']} | {r['passages']} | {r['delay_s']} | {r['malformed']:.0%} | {r['calls']}{est} | {r['wall_s']:.0f}{resumed} | "
                      f"{r['cpu_side_s']:.0f} ({r['cpu_side_s'] / r['wall_s']:.0%}) | {r['process_cpu_s']:.0f} | {r['slots_busy']:.0%} | "
                      f"{r['peak_rss_gb']:.2f} | {r['pool_size']} |")
     fastest = min(r["delay_s"] for r in rows)
@@ -162,22 +169,26 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per request on the stand-in host")
     parser.add_argument("--malformed", type=float, default=0.0, help="share of JSON replies cut in half")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
-    parser.add_argument("--child", nargs=4, metavar=("METHOD", "SIZE", "URL", "FOLDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--keep", type=Path, help="keep the build folders here (default: a temporary folder), so an "
+                        "interrupted build resumes from its call cache when run again")
+    parser.add_argument("--child", nargs=5, metavar=("METHOD", "SIZE", "URL", "FOLDER", "KEEP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        method, size, url, folder = args.child
-        print(json.dumps(child(method, int(size), url, folder)))
+        method, size, url, folder, keep = args.child
+        print(json.dumps(child(method, int(size), url, folder, keep == "1")))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.out / "scale.jsonl"
     rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
     done = {(r["method"], r["passages"], r["delay_s"], r["malformed"]) for r in rows}
     with tempfile.TemporaryDirectory() as tmp:
+        scratch = args.keep or Path(tmp)
+        scratch.mkdir(parents=True, exist_ok=True)
         for size in (int(s) for s in args.sizes.split(",")):
             for method in args.methods.split(","):
                 if (method, size, args.delay, args.malformed) in done:
                     continue
-                row = run(method, size, args.delay, args.malformed, Path(tmp))
+                row = run(method, size, args.delay, args.malformed, scratch, args.keep is not None)
                 rows.append(row)
                 with results.open("a") as f:
                     f.write(json.dumps(row) + "\n")
