@@ -74,10 +74,9 @@ def child(blocks: str, prompt_tokens: int, reply_tokens: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     if edges is None:
         raise RuntimeError("the exchange's texts could not be located")
-    products_in = next(p.dtype for p in model.model.parameters()) if products == "auto" else torch.float32
-    if products == "auto" and float32_compute.faster_products(products_in) != products_in:
-        products_in = torch.float32
-    return {"row_block": row_block, "mlp_block": mlp_block, "products": str(products_in).removeprefix("torch."),
+    converted = any(isinstance(m, float32_compute.Float32Linear) for m in model.model.modules())
+    products_in = "float32" if converted else str(next(p.dtype for p in model.model.parameters())).removeprefix("torch.")
+    return {"row_block": row_block, "mlp_block": mlp_block, "products": products_in,
             "tokens": model.forward_tokens, "inputs": len(inputs), "outputs": len(outputs),
             "seconds": round(seconds, 1), "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
             "loaded_rss_gb": round(loaded_gb, 2), "strongest_input": edges.argmax(axis=1).tolist(),

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,6 +31,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 
 from multihop_rag.errors import ContextOverflowError
+from multihop_rag.llm.concurrency import map_bounded
 from multihop_rag.serving.profile import profile
 
 __all__ = [
@@ -111,10 +111,8 @@ class Together:
     at_once: bool = True
 
     def run(self) -> list[Any]:
-        if not self.at_once or len(self.requests) <= 1:
-            return [request.run() for request in self.requests]
-        with ThreadPoolExecutor(max_workers=len(self.requests), thread_name_prefix="multihop-rag-together") as pool:
-            return list(pool.map(lambda request: request.run(), self.requests))
+        return map_bounded(lambda request: request.run(), self.requests,
+                           max_concurrency=len(self.requests) if self.at_once else 1, show_progress=False)
 
     async def arun(self) -> list[Any]:
         if not self.at_once:
