@@ -1,5 +1,6 @@
 """Speed of the backends on this machine: LLM prompt and generation tokens/s, embedding
-passages/s, ChromaDB add and query times. Prints a markdown table.
+passages/s, ChromaDB add and query times, and the CPU instructions the installed llama.cpp uses
+(``make llama-native`` builds it for this CPU). Prints a markdown table.
 
     python benchmarks/bench_backends.py [--llm llamacpp:default --llm llamacpp:qwen2.5-coder-0.5b] [--embed st:default]
 """
@@ -13,6 +14,7 @@ import resource
 import tempfile
 import time
 
+import llama_cpp
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,6 +92,7 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"data: musique smoke corpus ({len(texts)} passages); peak RSS {peak:.0f} MB\n")
+    print(f"llama.cpp {llama_cpp.__version__}, {llama_cpp.llama_print_system_info().decode().strip()}\n")
     print("| measure | value |\n|---|---|")
     for name, value in rows:
         print(f"| {name} | {value} |")

@@ -423,9 +423,9 @@ def llama_index_embedding(spec: str | None = None) -> BaseEmbedding:
         from llama_index.embeddings.ollama import OllamaEmbedding
 
         return OllamaEmbedding(model_name=parsed.name, base_url=_check_ollama(parsed.name)[0])
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    from multihop_rag.serving.embedding import LengthSortedEmbedding
 
-    return HuggingFaceEmbedding(model_name=_st_path(parsed.name), device="cpu", show_progress_bar=False)
+    return LengthSortedEmbedding(model_name=_st_path(parsed.name), device="cpu", show_progress_bar=False)
 
 
 def langchain_embeddings(spec: str | None = None) -> Embeddings:
@@ -437,4 +437,6 @@ def langchain_embeddings(spec: str | None = None) -> Embeddings:
         return OllamaEmbeddings(model=parsed.name, base_url=_check_ollama(parsed.name)[0])
     from langchain_huggingface import HuggingFaceEmbeddings
 
-    return HuggingFaceEmbeddings(model_name=_st_path(parsed.name), model_kwargs={"device": "cpu"})
+    # every text of a call in one encode, which sorts them by length; 16 a pass reads fewest pads (serving/embedding.py)
+    return HuggingFaceEmbeddings(model_name=_st_path(parsed.name), model_kwargs={"device": "cpu"},
+                                 encode_kwargs={"batch_size": 16})
