@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -24,8 +25,9 @@ class JSONHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed build)
             pass
 
-    def _send_events(self, chunks: list[dict[str, Any]]) -> None:
-        """Server-sent events, as OpenAI-compatible servers stream: one ``data:`` line a chunk, then ``[DONE]``."""
+    def _send_events(self, chunks: list[dict[str, Any]], pause: float = 0.0) -> bool:
+        """Server-sent events, as OpenAI-compatible servers stream: one ``data:`` line a chunk (``pause`` seconds
+        apart, as a model generates them), then ``[DONE]``; whether the client read to the end."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -35,6 +37,8 @@ class JSONHandler(BaseHTTPRequestHandler):
             for chunk in chunks:
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
+                time.sleep(pause)
             self.wfile.write(b"data: [DONE]\n\n")
         except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
-            pass
+            return False
+        return True

@@ -8,7 +8,8 @@ for a knowledge-graph prompt, and for any other prompt the first sentence of eac
 summary). ``/props`` reports ``total_slots`` as llama.cpp's server does; ``down = True`` makes it
 answer 503, a host that fails; ``malformed = f`` cuts that share of its JSON replies in half (a small
 model's reply that does not parse), spread evenly. ``slot_seconds`` sums the time requests held a slot
-(its share of ``slots`` × wall time is how busy the host was).
+(its share of ``slots`` × wall time is how busy the host was). ``token_delay`` paces a streamed reply's tokens;
+``streams_cut`` counts the streams whose client closed them before the end.
 """
 
 from __future__ import annotations
@@ -102,8 +103,11 @@ def stream_chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
 class SlotServer:
     """``with SlotServer(slots=4, delay=0.5) as server: …`` — ``server.url`` ends in ``/v1``."""
 
-    def __init__(self, slots: int = 1, delay: float = 0.2, model: str = "stand-in", malformed: float = 0.0):
+    def __init__(self, slots: int = 1, delay: float = 0.2, model: str = "stand-in", malformed: float = 0.0,
+                 token_delay: float = 0.0):
         self.slots, self.delay, self.model, self.malformed = slots, delay, model, malformed
+        self.token_delay = token_delay
+        self.streams_cut = 0
         self.down = False
         self.requests = 0
         self.json_replies = 0
@@ -131,10 +135,11 @@ class SlotServer:
                     self._send(503, {"error": {"message": "host down", "type": "server_error"}})
                     return
                 reply = server.answer(self.path, body)
-                if body.get("stream"):
-                    self._send_events(stream_chunks(reply))
-                else:
+                if not body.get("stream"):
                     self._send(200, reply)
+                elif not self._send_events(stream_chunks(reply), server.token_delay):
+                    with server._lock:
+                        server.streams_cut += 1
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True

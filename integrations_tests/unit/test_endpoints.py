@@ -4,6 +4,9 @@ retried elsewhere, calls counted per host, JSON schemas sent as response_format.
 
 from __future__ import annotations
 
+import gc
+import time
+
 import pytest
 from pydantic import BaseModel
 
@@ -112,3 +115,24 @@ async def test_a_line_limited_call_through_a_pool_reads_only_its_lines():
         assert limited.complete(KG_PROMPT).text == whole.splitlines()[0]
         first = whole.splitlines()[0]
         assert limited.usage.completion_tokens == 2 * count_tokens(first + "\n")  # the tokens of one line, twice
+
+
+def test_a_line_limited_stream_is_closed_as_soon_as_its_lines_are_read():
+    """Closing LlamaIndex's stream left the HTTP response open until the garbage collector found it: the server went
+    on generating, and a collection run inside another call's connection-pool lock deadlocked a K²RAG build."""
+    from multihop_rag.llm.cache import CachedLLM
+
+    with SlotServer(slots=1, delay=0.0, token_delay=0.1) as server:
+        pool = backends.llama_index_llm(f"openai:stand-in@{server.url}")
+        limited = CachedLLM(inner=pool, cache=None).with_max_lines(1)
+        gc.disable()  # nothing may depend on a collection
+        try:
+            first = limited.complete(KG_PROMPT).text
+            waited = time.perf_counter()
+            while server.streams_cut == 0 and time.perf_counter() - waited < 1.5:
+                time.sleep(0.05)
+        finally:
+            gc.enable()
+        rest = count_tokens(pool.complete(KG_PROMPT).text) - count_tokens(first)
+        assert rest * server.token_delay > 2.0  # the server had seconds of reply left to send
+        assert server.streams_cut == 1

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
+import httpx
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -119,6 +120,7 @@ class EndpointPool(LLM):
     _ready: threading.Condition = PrivateAttr(default_factory=threading.Condition)
     _calls: Counter = PrivateAttr(default_factory=Counter)
     _failures: Counter = PrivateAttr(default_factory=Counter)
+    _opening: threading.local = PrivateAttr(default_factory=threading.local)
 
     def model_post_init(self, context: Any) -> None:
         from llama_index.llms.openai_like import OpenAILike
@@ -130,7 +132,8 @@ class EndpointPool(LLM):
         self._endpoints = [
             OpenAILike(model=self.model, api_base=url, api_key=api_key(), temperature=self.temperature, max_tokens=self.max_tokens,
                        context_window=self.context_window, is_chat_model=True, timeout=600.0, max_retries=0,
-                       additional_kwargs={"seed": self.seed})
+                       additional_kwargs={"seed": self.seed},
+                       http_client=httpx.Client(timeout=600.0, event_hooks={"response": [self._opened]}))
             for url in self.api_bases
         ]
         self._free = list(self.slots)
@@ -167,6 +170,11 @@ class EndpointPool(LLM):
                     self._free[host] -= 1
                     return host
                 self._ready.wait()
+
+    def _opened(self, response: httpx.Response) -> None:
+        """Keep a response this thread's stream opened, for the stream to close (see :meth:`_stream`)."""
+        if (responses := getattr(self._opening, "responses", None)) is not None:
+            responses.append(response)
 
     def _release(self, host: int) -> None:
         with self._ready:
@@ -238,17 +246,24 @@ class EndpointPool(LLM):
     def _stream(self, open_stream: Callable[[LLM], Generator[T, None, None]]) -> Generator[T, None, None]:
         """A streamed reply from the host with the most free slots, whose slot it holds until the stream ends or is
         closed (closing it closes the connection, and the server stops generating); a host that fails before its
-        first chunk hands the call to another one."""
+        first chunk hands the call to another one.
+
+        Closing LlamaIndex's stream does not close the HTTP response under it: that waited for the garbage collector,
+        the server meanwhile generating on, and a collection inside another call's connection-pool lock deadlocked.
+        The response, noted by the HTTP client's hook as the first chunk is asked for, is closed here."""
         tried: set[int] = set()
         while True:
             host = self._acquire(tried)
             stream: Generator[T, None, None] | None = None
+            responses: list[httpx.Response] = []
             answered = False
             try:
+                self._opening.responses = responses  # the request goes out in this thread, within the first next()
                 stream = open_stream(self._endpoints[host])
                 for chunk in stream:
                     if not answered:
                         answered = True
+                        self._opening.responses = None
                         with self._ready:
                             self._calls[self.api_bases[host]] += 1
                     yield chunk
@@ -258,8 +273,11 @@ class EndpointPool(LLM):
                     raise
                 self._hand_on(host, exc, tried)
             finally:
+                self._opening.responses = None
                 if stream is not None:
                     stream.close()
+                for response in responses:
+                    response.close()
                 self._release(host)
 
 
