@@ -437,6 +437,8 @@ def langchain_embeddings(spec: str | None = None) -> Embeddings:
         return OllamaEmbeddings(model=parsed.name, base_url=_check_ollama(parsed.name)[0])
     from langchain_huggingface import HuggingFaceEmbeddings
 
-    # every text of a call in one encode, which sorts them by length; 16 a pass reads fewest pads (serving/embedding.py)
+    from multihop_rag.serving.embedding import ENCODE_BATCH_SIZE
+
+    # LangChain gives all of a call's texts to one encode, which sorts them by length itself
     return HuggingFaceEmbeddings(model_name=_st_path(parsed.name), model_kwargs={"device": "cpu"},
-                                 encode_kwargs={"batch_size": 16})
+                                 encode_kwargs={"batch_size": ENCODE_BATCH_SIZE})

@@ -263,7 +263,6 @@ class EndpointPool(LLM):
                 for chunk in stream:
                     if not answered:
                         answered = True
-                        self._opening.responses = None
                         with self._ready:
                             self._calls[self.api_bases[host]] += 1
                     yield chunk
