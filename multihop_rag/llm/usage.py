@@ -70,6 +70,11 @@ class CallClock:
             self._intervals.append((begin, end))
         return end - begin
 
+    def in_flight(self) -> int:
+        """Calls started and not yet stopped."""
+        with self._lock:
+            return len(self._open)
+
     def intervals(self) -> list[tuple[float, float]]:
         """The closed intervals so far, as ``(begin, end)`` pairs of ``time.perf_counter()``."""
         with self._lock:
