@@ -146,7 +146,9 @@ def _parts(members: list[Proposition], max_tokens: int | None, tokens: dict[str,
     parts: list[list[Proposition]] = [[]]
     used = 0
     for prop in members:
-        size = tokens.setdefault(prop.id, count_tokens(prop.text) + 1)
+        if prop.id not in tokens:
+            tokens[prop.id] = count_tokens(prop.text) + 1
+        size = tokens[prop.id]
         if parts[-1] and used + size > max_tokens:
             parts.append([])
             used = 0

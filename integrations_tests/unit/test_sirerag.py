@@ -59,6 +59,18 @@ def test_entityless_propositions_are_dropped_and_singletons_follow_the_rule():
     assert ["Mount Ardun"] in [a.entities for a in aggs]
 
 
+def test_a_propositions_tokens_are_counted_once_whatever_the_entities_it_names(monkeypatch):
+    import llama_index_sirerag.propositions as propositions
+
+    counted = []
+    monkeypatch.setattr(propositions, "count_tokens", lambda text: counted.append(text) or len(text.split()))
+    props = [prop(f"p{i}", "c1", (0, i), f"Fact {i} joins Ardun, Orrin and Velmora.", "Ardun", "Orrin", "Velmora")
+             for i in range(4)]
+    aggs = group_aggregates(props, max_tokens=16)
+    assert sorted(counted) == sorted(p.text for p in props)
+    assert {len(a.proposition_ids) for a in aggs} == {2}  # cut by the counted tokens: 8 + 1 a proposition
+
+
 def test_identical_aggregates_are_kept_once_with_both_entities():
     props = [
         prop("p1", "c1", (0, 0), "Ismay II founded the Academy.", "Ismay II", "Royal Academy"),
