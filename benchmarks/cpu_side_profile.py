@@ -115,7 +115,7 @@ def main() -> None:
     print("| function | " + " | ".join(f"s at {s}" for s in sizes) + " | exponent |\n|---|" + "---|" * (len(sizes) + 1))
     for name, s in sorted(last["functions"].items(), key=lambda kv: -kv[1])[:args.top]:
         base = first["functions"].get(name, 0.0)
-        growth = f"{math.log(s / base) / math.log(sizes[-1] / sizes[0]):.2f}" if base else "–"
+        growth = f"{math.log(s / base) / math.log(sizes[-1] / sizes[0]):.2f}" if base and len(sizes) > 1 else "–"
         print(f"| {name} | " + " | ".join(f"{rows[z]['functions'].get(name, 0.0):.1f}" for z in sizes) + f" | {growth} |")
 
 
