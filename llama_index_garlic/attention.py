@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from llama_index_garlic import prompts
+from llama_index_garlic.freed_memory import return_freed_memory
 from llama_index_garlic.gguf_weights import unpacked_weights
 from multihop_rag.indexing.clustering import DecisionStore
 from multihop_rag.serving import bundled
@@ -273,6 +274,7 @@ class TransformersAttention:
             block = attention[np.asarray(rows) - first]
             for j, cols in enumerate(in_tokens):
                 edges[i, j] = block[:, cols].mean()
+        return_freed_memory()  # the pass's tensors, or a build's memory ratchets up pass after pass
         return edges
 
     # ---- search ----

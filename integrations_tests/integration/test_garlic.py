@@ -55,6 +55,18 @@ def test_attention_of_the_reply_rows_equals_eager_output_attentions_averaged(att
     np.testing.assert_allclose(edges[0], expected, rtol=1e-4)
 
 
+def test_each_edges_pass_gives_the_memory_it_freed_back(attention, monkeypatch):
+    import llama_index_garlic.attention as attention_module
+
+    calls = []
+    monkeypatch.setattr(attention_module, "return_freed_memory", lambda: calls.append(True) or True)
+    inputs = ["Kesh Bridge spans the Orrin River.", "Tomas Halvard built it."]
+    prompt = "Summary the following information.\n" + "".join(f"* {text}\n" for text in inputs)
+    for _ in range(2):
+        attention.summary_edges(prompt, "* Tomas Halvard built the Kesh Bridge.", inputs, ["Tomas Halvard built the Kesh Bridge."])
+    assert calls == [True, True]
+
+
 @pytest.mark.slow
 def test_bfloat16_weights_give_the_float32_edges(attention):
     """The default, bfloat16 weights multiplied in float32, halves the weights' memory and keeps the edges (issue 41)."""
