@@ -152,7 +152,7 @@ def report(rows: list[dict[str, Any]], out: Path) -> str:
     for m in methods:
         mine = sorted((r for r in clean if r["method"] == m), key=lambda r: r["passages"])
         for ax, key in zip(axes, ("calls", "cpu_side_s", "peak_rss_gb"), strict=True):
-            points = [(r["passages"], measured(r, key)) for r in mine if measured(r, key)]  # HiRAG's corpus makes no call
+            points = [(r["passages"], y) for r in mine if (y := measured(r, key))]  # HiRAG's corpus makes no call
             ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=m)
     for ax, title in zip(axes, ("LLM calls", "CPU-side seconds", "peak RSS (GB)"), strict=True):
         ax.set_xscale("log")
