@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from llama_index_garlic import prompts
-from llama_index_garlic.freed_memory import return_freed_memory
 from llama_index_garlic.gguf_weights import unpacked_weights
 from multihop_rag.indexing.clustering import DecisionStore
 from multihop_rag.serving import bundled
+from multihop_rag.serving.freed_memory import return_freed_memory
 
 if TYPE_CHECKING:  # torch and transformers come with the garlic extra, imported when a model is loaded
     import torch

@@ -26,3 +26,19 @@ def test_a_builds_texts_are_encoded_in_batches_of_similar_length(monkeypatch):
     alone = np.asarray([embed.get_text_embedding(t) for t in texts])
     assert np.abs(vectors - alone).max() < 1e-5
     assert embed.class_name() == "HuggingFaceEmbedding"  # clustering decisions keyed by it replay
+
+
+def test_each_chunk_of_texts_gives_the_memory_it_freed_back(monkeypatch):
+    """Encoding frees megabytes of activations; glibc kept them resident (a K²RAG build of 1,000 passages peaked at
+    2.09 GB, 1.28 GB with the freed memory returned after each chunk; issue 42)."""
+    from multihop_rag.serving import embedding as embedding_module
+
+    calls = []
+    monkeypatch.setattr(embedding_module, "return_freed_memory", lambda: calls.append(True) or True)
+    embed = embedding_module.LengthSortedEmbedding(
+        model_name=backends.llama_index_embedding("st:default").model_name, embed_batch_size=2
+    )
+    embed.get_text_embedding_batch(["The river.", "The bridge over the river.", "The town."])
+    assert calls == [True, True]  # one a chunk LlamaIndex hands over: two texts, then one
+    embed.get_query_embedding("Which river?")
+    assert calls == [True, True]  # a question's few activations are not worth a trim

@@ -1145,20 +1145,3 @@ def test_the_yes_threshold_reaches_the_index_search_and_a_backend_without_logpro
     assert judged["visited"] == paper["visited"] and judged["replies"] == paper["replies"]
     assert judged["yes_probabilities"] == [None] * len(paper["replies"]) and paper["yes_probabilities"] == []
     assert judged["llm_calls"] == paper["llm_calls"] + len(paper["replies"])  # each asked for P(Yes) first
-
-
-@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
-def test_memory_freed_under_live_objects_goes_back_to_the_system():
-    from llama_index_garlic.freed_memory import return_freed_memory
-
-    def resident_mb():
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
-
-    blocks = [bytes(4096) for _ in range(50_000)]  # 200 MB of heap blocks (above pymalloc's, below mmap's sizes)
-    kept = blocks[::64]  # one in 64 stays, as the nodes a build keeps between passes
-    del blocks
-    before = resident_mb()
-    assert return_freed_memory()
-    assert before - resident_mb() > 100
-    assert len(kept) == 782

@@ -4,7 +4,8 @@ LlamaIndex hands an embedding model its texts in chunks of ``embed_batch_size`` 
 ``HuggingFaceEmbedding`` encodes each chunk as one batch, padded to its longest text: a corpus of passages of mixed
 length spends about half the embedding time on padding (all-MiniLM-L6-v2 on 2 cores: 39 passages/s of 2Wiki's
 corpus, 76 when the texts are batched by length). :class:`LengthSortedEmbedding` takes large chunks and encodes
-them in small batches of texts of similar length; the vectors are the same to float32 rounding.
+them in small batches of texts of similar length; the vectors are the same to float32 rounding. After each chunk the
+memory its activations freed goes back to the system (:mod:`~multihop_rag.serving.freed_memory`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 from pydantic import Field
+
+from multihop_rag.serving.freed_memory import return_freed_memory
 
 __all__ = ["LengthSortedEmbedding", "length_sorted_batches", "ENCODE_BATCH_SIZE"]
 
@@ -45,4 +48,5 @@ class LengthSortedEmbedding(HuggingFaceEmbedding):
         for batch in length_sorted_batches(texts, self.encode_batch_size):
             for position, vector in zip(batch, super()._get_text_embeddings([texts[i] for i in batch]), strict=True):
                 vectors[position] = vector
+        return_freed_memory()  # or glibc keeps the chunk's activations resident: K²RAG at 1,000 passages 2.09 → 1.28 GB
         return vectors
