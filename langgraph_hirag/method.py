@@ -68,6 +68,7 @@ class HiRAGIndex:
         info["limit_hit"] = state.get("stop_reason") == "max_subquestions"
         info["copied_example"] = bool(state.get("copied_examples")) or copies_example(state.get("answer", ""))
         info["attempts"] = sum(len(t["attempts"]) + (t["source"] == "rewrite") for t in state.get("trace", []))
+        info["sub_answer_sources"] = [t["source"] for t in state.get("trace", [])]
         return Answer(question, state["answer"], evidence, time.perf_counter() - started, info=info)
 
     def _evidence(self, trace: Sequence[dict[str, Any]], summary_reads: Sequence[str]) -> list[Evidence]:

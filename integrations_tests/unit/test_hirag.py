@@ -653,6 +653,7 @@ def test_the_answers_evidence_is_what_the_filter_read_in_the_order_it_read_it(co
     assert profile.text == "profile" and profile.passage_ids == []  # an LLM profile holds no passage's text …
     assert profile.source_ids == corpus.document("Kesh Bridge").passage_ids  # … it was written from them
     assert "designed by Tomas Halvard" in chunk.text and chunk.passage_ids and chunk.source_ids == []
+    assert answer.info["sub_answer_sources"] == ["retrieval", "rewrite"]  # where each sub-answer came from, in order
 
     without = HiRAGIndex(ScriptedChatModel(Script()), corpus, HiRAGConfig(use_profiles=False, reader_tokens=0, fallback_below=0), tmp_path).answer(QUESTION)
     assert [e.kind for e in without.evidence] == ["chunk", "chunk"]
