@@ -8,8 +8,12 @@ the ceiling it closes. So a method's gap to naive RAG can be read against what p
 reader. Calls replay from the cache, so a second run only prints the tables (several ``--results`` folders, e.g. the
 pools of questions 1–20 and 1–30, against one run of 100).
 
+With ``--naive FOLDER`` the reader also reads what naive RAG read for each question there (its first ``info["read"]``
+chunks) with every gold passage it missed added after them: the distance from naive RAG to that reading is what the
+missed passages cost, and from that reading to the gold passages alone what naive RAG's other chunks cost.
+
 Usage: python benchmarks/gold_reader.py DATASET [--start 0] [--n 100] [--llm llamacpp:default]
-       --out benchmarks/results/gold_reader/DATASET-dev1-100 [--results FOLDER ...]
+       --out benchmarks/results/gold_reader/DATASET-dev1-100 [--results FOLDER ...] [--naive FOLDER]
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from statistics import fmean
+from typing import Any
 
-from llama_index.core.schema import MetadataMode
+from llama_index.core.llms.llm import LLM
+from llama_index.core.schema import MetadataMode, TextNode
 
-from multihop_rag.app.evaluate import read_results
+from multihop_rag.app.evaluate import Result, read_results
 from multihop_rag.app.naive import NaiveConfig
 from multihop_rag.backends import llama_index_llm
 from multihop_rag.corpus import Passage, Question, load_dataset
@@ -34,6 +41,28 @@ def gold_passages(question: Question, passages: dict[str, Passage]) -> list[Pass
     return [passages[i] for i in question.supporting if i in passages]
 
 
+def _as_read(title: str, passage_id: str, text: str) -> str:
+    """A passage or chunk as naive RAG's reader lists it."""
+    node = TextNode(text=text, metadata={"title": title, "passage_id": passage_id})
+    return node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def naive_and_missed_gold(row: Result, gold: list[Passage]) -> list[str]:
+    """What naive RAG read for ``row`` (its first ``info["read"]`` chunks, in rank order), then each gold passage
+    none of those chunks came from."""
+    read = row.evidence[: row.info["read"]]
+    have = {pid for e in read for pid in e["passage_ids"]}
+    return ([_as_read(e["title"], e["passage_ids"][0], e["text"]) for e in read]
+            + [_as_read(p.title, p.id, p.text) for p in gold if p.id not in have])
+
+
+def _answer(llm: LLM, question: Question, docs: list[str], cap: int) -> dict[str, Any]:
+    reply = call(Call(llm, short_answer_prompt(question.question, docs="\n\n".join(docs)), max_tokens=cap))
+    answer = reply.text.strip()
+    return {"id": question.id, "type": question.type, "question": question.question, "answer": answer,
+            "gold": question.answers, "f1": f1_score(answer, question.answers)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -42,6 +71,7 @@ def main() -> None:
     parser.add_argument("--llm", default="llamacpp:default")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--results", type=Path, nargs="*", default=[])
+    parser.add_argument("--naive", type=Path, help="an evaluation folder whose naive RAG rows to read beside the gold")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     corpus, questions = load_dataset(args.dataset, "dev")
@@ -52,10 +82,7 @@ def main() -> None:
     rows = []
     for q in questions:
         read = gold_passages(q, by_id)
-        docs = "\n\n".join(p.to_llama_index().get_content(metadata_mode=MetadataMode.LLM) for p in read)
-        reply = call(Call(llm, short_answer_prompt(q.question, docs=docs), max_tokens=cap))
-        rows.append({"id": q.id, "type": q.type, "question": q.question, "answer": reply.text.strip(), "gold": q.answers,
-                     "read": [p.id for p in read], "f1": f1_score(reply.text.strip(), q.answers)})
+        rows.append({**_answer(llm, q, [_as_read(p.title, p.id, p.text) for p in read], cap), "read": [p.id for p in read]})
     (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ceiling = {r["id"]: r["f1"] for r in rows}
     mean = sum(ceiling.values()) / len(ceiling)
@@ -64,6 +91,24 @@ def main() -> None:
     for folder in args.results:
         print(f"\n{folder}:")
         _compare(ceiling, folder)
+    if args.naive:
+        _beside_naive(llm, questions, by_id, ceiling, args.naive, args.out, cap)
+
+
+def _beside_naive(llm: LLM, questions: list[Question], by_id: dict[str, Passage], ceiling: dict[str, float],
+                  folder: Path, out: Path, cap: int) -> None:
+    """Naive RAG's reading with the gold passages it missed added: what the missed passages cost, and the rest."""
+    naive = {r.id: r for r in read_results(folder) if r.method == "naive"}
+    rows = [_answer(llm, q, naive_and_missed_gold(naive[q.id], gold_passages(q, by_id)), cap)
+            for q in questions if q.id in naive]
+    (out / "naive_and_missed_gold.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ids = [r["id"] for r in rows]
+    base = [f1_score(naive[i].answer or "", naive[i].gold) for i in ids]
+    added = [r["f1"] for r in rows]
+    gold = [ceiling[i] for i in ids]
+    print(f"\n{folder}, {len(ids)} questions: naive RAG {fmean(base):.3f}; its reading with the gold passages it missed "
+          f"{fmean(added):.3f} (missed passages: {fmean(added) - fmean(base):+.3f}); the gold passages alone {fmean(gold):.3f} "
+          f"(its other chunks: {fmean(gold) - fmean(added):+.3f})")
 
 
 def _compare(ceiling: dict[str, float], folder: Path) -> None:
