@@ -1,11 +1,11 @@
-"""The reader's ceiling: naive RAG's reader given each question's gold passages instead of its top 5.
+"""The gold reader: naive RAG's reader given each question's gold passages instead of its top 5.
 
 For questions START+1 … START+N of a dataset's dev split, the LLM reads the question's supporting passages (in the
 dataset's order, as a naive RAG chunk lists them) with naive RAG's short-answer prompt and output cap, one call a
 question, cached in ``OUT/llm_calls.sqlite``. With ``--results`` (an evaluation folder of the same questions) each
 method there is set beside it, on the questions it answered: its F1, and how much of the distance from naive RAG to
-the ceiling it closes. So a method's gap to naive RAG can be read against what perfect retrieval would give this
-reader. Calls replay from the cache, so a second run only prints the tables (several ``--results`` folders, e.g. the
+the gold reader it makes up. So a method's gap to naive RAG can be read against what perfect retrieval would give
+this reader (not a bound on a method: one that decides comparisons by the options' years can score above it). Calls replay from the cache, so a second run only prints the tables (several ``--results`` folders, e.g. the
 pools of questions 1–20 and 1–30, against one run of 100).
 
 With ``--naive FOLDER`` the reader also reads what naive RAG read for each question there (its first ``info["read"]``
@@ -85,9 +85,8 @@ def main() -> None:
         rows.append({**_answer(llm, q, [_as_read(p.title, p.id, p.text) for p in read], cap), "read": [p.id for p in read]})
     (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ceiling = {r["id"]: r["f1"] for r in rows}
-    mean = sum(ceiling.values()) / len(ceiling)
-    print(f"{args.dataset} dev {args.start + 1}–{args.start + len(rows)}: gold passages read, F1 {mean:.3f} "
-          f"({sum(len(r['read']) for r in rows) / len(rows):.1f} passages a question)")
+    print(f"{args.dataset} dev {args.start + 1}–{args.start + len(rows)}: gold passages read, F1 {fmean(ceiling.values()):.3f} "
+          f"({fmean(len(r['read']) for r in rows):.1f} passages a question)")
     for folder in args.results:
         print(f"\n{folder}:")
         _compare(ceiling, folder)
@@ -118,14 +117,15 @@ def _compare(ceiling: dict[str, float], folder: Path) -> None:
         if r.id in ceiling:
             methods.setdefault(r.method, {})[r.id] = f1_score(r.answer or "", r.gold)
     naive = methods.get("naive", {})
-    print(f"gold reader on these {len(naive)} questions: F1 {sum(ceiling[i] for i in naive) / max(1, len(naive)):.3f}")
-    print("| method | n | F1 | gold reader − method (paired 95 % CI) | share of naive's distance to the ceiling closed |")
+    if not naive:
+        print("no naive RAG rows on these questions")
+        return
+    print(f"gold reader on these {len(naive)} questions: F1 {fmean(ceiling[i] for i in naive):.3f}")
+    print("| method | n | F1 | gold reader − method (paired 95 % CI) | share of naive's distance to the gold reader made up |")
     print("|---|---|---|---|---|")
     for name, scores in methods.items():
         ids = [i for i in scores if i in naive]
-        f1 = sum(scores[i] for i in ids) / len(ids)
-        base = sum(naive[i] for i in ids) / len(ids)
-        top = sum(ceiling[i] for i in ids) / len(ids)
+        f1, base, top = (fmean(values[i] for i in ids) for values in (scores, naive, ceiling))
         closed = (f1 - base) / (top - base) if top > base else float("nan")
         mid, lo, hi = (round(x, 3) for x in bootstrap_ci([ceiling[i] - scores[i] for i in ids]))
         print(f"| {name} | {len(ids)} | {f1:.3f} | {mid:+.3f} [{lo:+.3f}, {hi:+.3f}] | {closed:+.0%} |")
