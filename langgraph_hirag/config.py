@@ -161,14 +161,21 @@ class HiRAGConfig(BaseModel):
         "included HotpotQA lost three of them (0.463: one answered option is half the evidence of a comparison)."
     )
     fallback_tokens: int = Field(700, ge=1, description="The fallback's reading in tokens (naive RAG's five chunks).")
-    summary_style: Literal["analysis", "short"] = Field(
-        "short", description="How the Summarizer answers. 'analysis': it analyses step by step and ends on an "
+    summary_style: Literal["analysis", "short", "step"] = Field(
+        "step", description="How the Summarizer answers. 'analysis': it analyses step by step and ends on an "
         "\"Answer:\" line (eq. 2), from which a second call extracts the keywords (the authors' pipeline, for EM); "
         "'short' (ours): one call with naive RAG's short-answer prompt over the same reading (documents, then the "
         "known information), so a small model spends no tokens on an analysis and no call on the extraction. Ours, "
         "'short': on dev 101–200 (the 1.5B, every call before the Summarizer's replayed) 2Wiki F1 0.369 → 0.505 (22 "
         "answers better, 6 worse; +0.136 [+0.046, +0.225]), MuSiQue 0.163 → 0.192 (12 / 8), a call fewer a question; "
-        "on 2Wiki's 41 questions naming two options 12 better and 3 worse (the 1.5B's analysis picks the wrong one)."
+        "on 2Wiki's 41 questions naming two options 12 better and 3 worse (the 1.5B's analysis picks the wrong one). "
+        "'step' (ours, the default): as 'short', but a question naming no two options and not asking yes or no is "
+        "answered in two lines, a \"Step:\" line saying what the question's description refers to, then the "
+        "\"Answer:\" line, which is read (a reply without one is asked as 'short'); the 1.5B otherwise answers with "
+        "the first hop it was handed (the gold passages alone: 25 of its 62 wrong MuSiQue answers). Dev 101–200 "
+        "against 'short', every other call replayed: MuSiQue F1 0.211 → 0.253 (11 better, 6 worse; +0.042 [−0.008, "
+        "+0.096]), HotpotQA 0.494 → 0.492 (5 / 3), 2Wiki 0.573 → 0.575 (1 / 2). For every question it lost 2Wiki's "
+        "comparisons and yes/no questions to sentences (0.508, 1 / 10, resolved worse)."
     )
     max_output_tokens: int = Field(256, ge=16, description="Token cap of every generation (ours: the paper states none).")
 

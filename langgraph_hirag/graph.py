@@ -90,6 +90,7 @@ from langgraph_hirag.corpus import HierarchicalCorpus
 from langgraph_hirag.replies import (
     LINE,
     NEXT_EXAMPLE,
+    answer_line,
     copies_example,
     final_line,
     first_line,
@@ -109,9 +110,10 @@ from multihop_rag.frameworks.langgraph import (
     word_overlap,
 )
 from multihop_rag.llm.calls import Call, Dialogue, Effect
+from multihop_rag.llm.questions import asks_yes_no
 from multihop_rag.metrics import comparison_options, normalize_answer, picked_option
 from multihop_rag.option_comparisons import Comparison, comparison_kinds, comparison_of
-from multihop_rag.short_answer import short_answer_prompt
+from multihop_rag.short_answer import short_answer_prompt, step_answer_prompt
 
 __all__ = [
     "ROLES",
@@ -141,6 +143,8 @@ def evidence_notes(entries: Sequence[SubQuestionTrace], *, chunks: bool = True) 
 
 _READER_DEPTH = 20
 """The question's nearest chunks searched for the Summarizer's reading list (``reader_tokens`` decides how many it reads)."""
+STEP_REPLY_TOKENS = 96
+"""Token cap of the Summarizer's reply with ``summary_style="step"``: a "Step:" line and an "Answer:" line."""
 
 
 def _found_in(entries: Sequence[SubQuestionTrace]) -> list[dict[str, str]]:
@@ -318,7 +322,7 @@ def hirag_state_graph(
             if picked := comparison.decide(reply.text):
                 return {"answer": picked[0], "reasoning": picked[1], "summary_reads": reads, "llm_calls": 1}
             asked = 1
-        if settings.summary_style == "short":
+        if settings.summary_style in ("short", "step"):
             answered = yield from short_answer(question, known, docs)
             return answered | {"summary_reads": reads, "llm_calls": answered["llm_calls"] + asked}
         if settings.summarizer_reads == "chunks":
@@ -358,17 +362,26 @@ def hirag_state_graph(
         }
 
     def short_answer(question: str, known: str, docs: list[dict[str, str]]) -> Dialogue[dict[str, Any]]:
-        """``summary_style="short"``: one call with naive RAG's short-answer prompt; a comparison answered with
-        neither option is asked once more, for one of the two as written (``answer_with_option``)."""
+        """``summary_style="short"``: one call with naive RAG's short-answer prompt; ``"step"``: for a question that
+        names no two options and is not a yes/no one, the same prompt asking for a "Step:" line first, whose "Answer:"
+        line is read (a reply without one: asked as "short"). A comparison answered with neither option is asked once
+        more, for one of the two as written (``answer_with_option``)."""
         settings, reading = run_settings(default), format_reading(docs)
 
         def ask(q: str) -> str:  # the prompt for q, over the same reading
             return short_answer_prompt(q, docs=reading, known=known)
 
-        reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
-        answer, calls, cut, off_option = yield from one_of_the_options(question, first_line(reply), ask)
-        return {"reasoning": reply.text.strip(), "answer": answer, "llm_calls": 1 + calls,
-                "truncated": int(reply.truncated) + cut, "copied_examples": [], "invented_answers": [],
+        answer, calls, cut, replies = "", 0, 0, []
+        if settings.summary_style == "step" and comparison_options(question) is None and not asks_yes_no(question):
+            step = yield Call(models["answerer"], step_answer_prompt(question, docs=reading, known=known),
+                              max_tokens=STEP_REPLY_TOKENS, stop=NEXT_EXAMPLE)
+            answer, calls, cut, replies = answer_line(step), 1, int(step.truncated), [step.text.strip()]
+        if not answer:
+            reply = yield Call(models["answerer"], ask(question), max_tokens=settings.max_output_tokens, stop=LINE)
+            answer, calls, cut, replies = first_line(reply), calls + 1, cut + int(reply.truncated), [*replies, reply.text.strip()]
+        answer, extra, extra_cut, off_option = yield from one_of_the_options(question, answer, ask)
+        return {"reasoning": "\n".join(replies), "answer": answer, "llm_calls": calls + extra,
+                "truncated": cut + extra_cut, "copied_examples": [], "invented_answers": [],
                 "off_option_answers": off_option}
 
     def one_of_the_options(question: str, answer: str, prompt_for: Callable[[str], str]) -> Dialogue[tuple[str, int, int, list[str]]]:

@@ -9,7 +9,7 @@ from langgraph_hirag import prompts
 from multihop_rag.llm.calls import Reply
 from multihop_rag.metrics import normalize_answer
 
-__all__ = ["LINE", "NEXT_EXAMPLE", "final_line", "first_line", "said_enough", "copies_example",
+__all__ = ["LINE", "NEXT_EXAMPLE", "answer_line", "final_line", "first_line", "said_enough", "copies_example",
            "names_example_entity", "invents_words", "invents_names"]
 
 LINE = ["\n"]
@@ -31,6 +31,12 @@ def final_line(reply: Reply) -> str:
         if match and match.group(1).strip():
             return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
     return "" if reply.truncated or not lines else lines[-1]
+
+
+def answer_line(reply: Reply) -> str:
+    """The text after the last "Answer:" line; "" when the reply has none, or was cut on it."""
+    answered = any((match := _ANSWER_LINE.match(line.strip())) and match.group(1).strip() for line in reply.text.splitlines())
+    return final_line(reply) if answered else ""
 
 
 def first_line(reply: Reply) -> str:

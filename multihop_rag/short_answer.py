@@ -38,3 +38,14 @@ def short_answer_prompt(question: str, *, docs: str = "", known: str = "") -> st
     if known:
         return FROM_KNOWN.format(known=known, question=question)
     return FROM_PASSAGES.format(docs=docs, question=question)
+
+STEP_FIRST = ('Reply in two lines: first "Step:" with what the question\'s description refers to, then "Answer:" with '
+              'the answer.')
+"""Asked of a reader that names what a question's description refers to before it answers (HiRAG's ``summary_style="step"``)."""
+
+
+def step_answer_prompt(question: str, *, docs: str = "", known: str = "") -> str:
+    """:func:`short_answer_prompt` asking for a "Step:" line first (:data:`STEP_FIRST`); the answer is the reply's
+    "Answer:" line."""
+    head = short_answer_prompt(question, docs=docs, known=known).rpartition("\nQuestion: ")[0]
+    return f"{head} {STEP_FIRST}\nQuestion: {question}\nStep:"

@@ -29,6 +29,7 @@ from langgraph_hirag.years import option_by_year
 from multihop_rag.corpus import Passage
 from multihop_rag.errors import CorpusError, StoreError
 from multihop_rag.indexing.text import count_tokens
+from multihop_rag.short_answer import STEP_FIRST
 
 QUESTION = "Where was the designer of the Kesh Bridge born?"
 
@@ -137,7 +138,7 @@ class Script:
             return self.amounts
         if "answer the question in as few words as possible" in prompt:
             self._log("summarize", prompt)
-            return "Dunmere"
+            return "Step: the birthplace of the Kesh Bridge's designer\nAnswer: Dunmere" if STEP_FIRST in prompt else "Dunmere"
         if prompt.startswith("Based on the input and the question, give the answer"):
             self._log("extract", prompt)
             return "Dunmere"
@@ -1041,6 +1042,47 @@ def test_the_summarizer_can_answer_in_a_few_words_in_one_call(corpus):
     assert "Known information: The Kesh Bridge" in bare.prompts["summarize"][0]
 
 
+def test_the_summarizer_can_name_what_the_question_refers_to_before_it_answers(corpus):
+    """``summary_style="step"`` (ours): the short-answer prompt asks for a "Step:" line, what the question's
+    description refers to (the 1.5B otherwise answers with the first hop it was handed), then the "Answer:" line,
+    which is read; one call, as "short"."""
+    script = Script()
+    base = script.__call__
+
+    def respond(prompt: str) -> str:
+        if STEP_FIRST in prompt:
+            script._log("summarize", prompt)
+            return "Step: the birthplace of Tomas Halvard, who designed the Kesh Bridge\nAnswer: Dunmere"
+        return base(prompt)
+
+    graph = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, summary_style="step", reader_tokens=80))
+    state = graph.invoke({"question": QUESTION})
+    (prompt,) = script.prompts["summarize"]
+    assert prompt.startswith("Passages:\n") and "Known information: The Kesh Bridge was designed by Tomas Halvard." in prompt
+    assert prompt.endswith(f"as few words as possible. {STEP_FIRST}\nQuestion: {QUESTION}\nStep:")
+    assert state["answer"] == "Dunmere" and state["reasoning"].startswith("Step: the birthplace of Tomas Halvard")
+    assert state["llm_calls"] == len(script.calls)
+
+
+def test_a_step_reply_without_an_answer_line_is_asked_as_a_short_answer(corpus):
+    """The 1.5B sometimes writes the "Step:" line alone (a sentence holding the answer among other words): the
+    question is then asked with the plain short-answer prompt, whose one line is the answer."""
+    script = Script()
+    base = script.__call__
+
+    def respond(prompt: str) -> str:
+        if STEP_FIRST in prompt:
+            script._log("step", prompt)
+            return "Step: Tomas Halvard, who designed the Kesh Bridge, was born in Dunmere in 1820."
+        return base(prompt)
+
+    graph = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, summary_style="step", reader_tokens=80))
+    state = graph.invoke({"question": QUESTION})
+    (step,), (plain,) = script.prompts["step"], script.prompts["summarize"]
+    assert plain == step.replace(f" {STEP_FIRST}", "").removesuffix("Step:") + "Answer: "
+    assert state["answer"] == "Dunmere" and state["llm_calls"] == len(script.calls)
+
+
 def test_a_short_answer_naming_neither_option_is_asked_once_more_for_one_of_them(corpus):
     question = "Who was born first, Tomas Halvard or Franco Rossi?"
     script, replies = Script(), iter(["Dunmere", "tomas halvard"])
@@ -1302,7 +1344,7 @@ def test_with_at_most_one_sub_question_answered_the_summarizer_reads_as_naive_ra
     answered sub-questions it reads what naive RAG's reader reads, the question's nearest chunks, in its prompt."""
     one = {"Who designed the Kesh Bridge?": ("designed by Tomas Halvard", "The Kesh Bridge was designed by Tomas Halvard.")}
     script = Script(facts=one)
-    state = run(corpus, script, th1=2, fallback_tokens=60)
+    state = run(corpus, script, th1=2, fallback_tokens=60, summary_style="short")  # naive RAG's very prompt
     assert [bool(a) for a in state["sub_answers"]] == [True, False]
     (prompt,) = script.prompts["summarize"]
     listed = prompt.split("Passages:\n", 1)[1].split("\n\nUsing the passages", 1)[0].splitlines()
