@@ -1083,6 +1083,16 @@ def test_a_step_reply_without_an_answer_line_is_asked_as_a_short_answer(corpus):
     assert state["answer"] == "Dunmere" and state["llm_calls"] == len(script.calls)
 
 
+@pytest.mark.parametrize("question", ["Who was born first, Tomas Halvard or Franco Rossi?",
+                                      "Was the designer of the Kesh Bridge born in Dunmere?"])
+def test_a_question_naming_two_options_or_asking_yes_or_no_is_answered_without_a_step_line(corpus, question):
+    """On 2Wiki's tuning questions the "Step:" line turned comparisons and yes/no answers into sentences (1 better, 10
+    worse): those questions keep the plain short answer."""
+    script = Script()
+    run(corpus, script, question, th1=2)
+    assert script.prompts["summarize"] and not any(STEP_FIRST in prompt for prompt in script.prompts["summarize"])
+
+
 def test_a_short_answer_naming_neither_option_is_asked_once_more_for_one_of_them(corpus):
     question = "Who was born first, Tomas Halvard or Franco Rossi?"
     script, replies = Script(), iter(["Dunmere", "tomas halvard"])
