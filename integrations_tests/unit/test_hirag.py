@@ -1046,21 +1046,12 @@ def test_the_summarizer_can_name_what_the_question_refers_to_before_it_answers(c
     """``summary_style="step"`` (ours): the short-answer prompt asks for a "Step:" line, what the question's
     description refers to (the 1.5B otherwise answers with the first hop it was handed), then the "Answer:" line,
     which is read; one call, as "short"."""
-    script = Script()
-    base = script.__call__
-
-    def respond(prompt: str) -> str:
-        if STEP_FIRST in prompt:
-            script._log("summarize", prompt)
-            return "Step: the birthplace of Tomas Halvard, who designed the Kesh Bridge\nAnswer: Dunmere"
-        return base(prompt)
-
-    graph = build_hirag_graph(ScriptedChatModel(respond), corpus, config=HiRAGConfig(th1=2, summary_style="step", reader_tokens=80))
-    state = graph.invoke({"question": QUESTION})
+    script = Script()  # its step reply: "Step: the birthplace of the Kesh Bridge's designer", "Answer: Dunmere"
+    state = run(corpus, script, th1=2, summary_style="step", reader_tokens=80)
     (prompt,) = script.prompts["summarize"]
     assert prompt.startswith("Passages:\n") and "Known information: The Kesh Bridge was designed by Tomas Halvard." in prompt
     assert prompt.endswith(f"as few words as possible. {STEP_FIRST}\nQuestion: {QUESTION}\nStep:")
-    assert state["answer"] == "Dunmere" and state["reasoning"].startswith("Step: the birthplace of Tomas Halvard")
+    assert state["answer"] == "Dunmere" and state["reasoning"].startswith("Step: the birthplace of the Kesh Bridge's designer")
     assert state["llm_calls"] == len(script.calls)
 
 
