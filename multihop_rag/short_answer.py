@@ -39,6 +39,7 @@ def short_answer_prompt(question: str, *, docs: str = "", known: str = "") -> st
         return FROM_KNOWN.format(known=known, question=question)
     return FROM_PASSAGES.format(docs=docs, question=question)
 
+
 STEP_FIRST = ('Reply in two lines: first "Step:" with what the question\'s description refers to, then "Answer:" with '
               'the answer.')
 """Asked of a reader that names what a question's description refers to before it answers (HiRAG's ``summary_style="step"``)."""
