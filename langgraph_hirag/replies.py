@@ -22,26 +22,32 @@ _PREFIX = re.compile(
     r"^\W*(?:\d+(?:st|nd|rd|th)\s+)?(?:simple question|sub-?question|question|entity|output|rewritten question)\s*:\s*",
     re.IGNORECASE,
 )
-def final_line(reply: Reply) -> str:
-    """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
-    cap before its "Answer:" line has no answer: ""."""
-    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        match = _ANSWER_LINE.match(line)
-        if match and match.group(1).strip():
-            return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
-    return "" if reply.truncated or not lines else lines[-1]
 
 
 def answer_line(reply: Reply) -> str:
     """The text after the last "Answer:" line; "" when the reply has none, or was cut on it."""
-    answered = any((match := _ANSWER_LINE.match(line.strip())) and match.group(1).strip() for line in reply.text.splitlines())
-    return final_line(reply) if answered else ""
+    lines = _lines(reply)
+    for line in reversed(lines):
+        match = _ANSWER_LINE.match(line)
+        if match and match.group(1).strip():
+            return "" if reply.truncated and line == lines[-1] else match.group(1).strip()
+    return ""
+
+
+def final_line(reply: Reply) -> str:
+    """The text after the last "Answer:" line, else the last non-empty line; a reply cut at the token
+    cap before its "Answer:" line has no answer: ""."""
+    lines = _lines(reply)
+    return answer_line(reply) or ("" if reply.truncated or not lines else lines[-1])
+
+
+def _lines(reply: Reply) -> list[str]:
+    return [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
 
 
 def first_line(reply: Reply) -> str:
     """The first line without a "Question:"-like prefix; a reply cut on its only line: ""."""
-    lines = [line.strip() for line in reply.text.strip().splitlines() if line.strip()]
+    lines = _lines(reply)
     if not lines or (reply.truncated and len(lines) == 1):
         return ""
     return _PREFIX.sub("", lines[0]).strip().strip('"').strip()
