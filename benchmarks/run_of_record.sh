@@ -73,6 +73,9 @@
 # K2RAG's rows on the three built-* pools were re-run on 2026-12-06 with comparisons in time and of amounts decided by
 # the options' values (compare_years, compare_quantities, 233936a; `--methods k2rag`): the new calls live, every other
 # call replayed; the naive@k2rag rows stand.
+# HiRAG's rows on the three open-* steps were re-run on 2026-12-07 with its Summarizer naming the hop first
+# (summary_style="step"): the Summarizer's new calls live, every other call replayed; replayed on 2026-12-08 after
+# answer_line and final_line came to share one scan (no call changes): every call from the cache, every answer the same.
 # Usage: benchmarks/run_of_record.sh [step ...]  (default: all, in order; steps: open-DATASET, built-DATASET)
 set -euo pipefail
 cd "$(dirname "$0")/.."
